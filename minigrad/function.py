@@ -1,0 +1,68 @@
+"""Define a new differentiable op from a forward and a backward over NumPy arrays.
+
+Like torch.autograd.Function: subclass, write two static methods, call `.apply`:
+
+    class Cube(Function):
+        @staticmethod
+        def forward(ctx, x):             # x: ndarray
+            ctx.save_for_backward(x)
+            return x ** 3
+        @staticmethod
+        def backward(ctx, g):            # g: ndarray shaped like the output
+            (x,) = ctx.saved_tensors
+            return 3 * x ** 2 * g         # one gradient per Tensor input (None for none)
+
+    y = Cube.apply(t)
+
+Tensor arguments arrive as arrays; every other argument passes through unchanged. The engine does
+the rest (accumulation, unbroadcasting, the shape check), so nothing in the engine changes.
+"""
+import numpy as np
+
+from .ops import _make
+from .tensor import Tensor
+
+
+class Context:
+    """Scratch space shared by one call's forward and backward."""
+
+    __slots__ = ("saved_tensors", "needs_input_grad", "__dict__")
+
+    def __init__(self, needs_input_grad):
+        self.saved_tensors = ()
+        self.needs_input_grad = needs_input_grad
+
+    def save_for_backward(self, *arrays):
+        self.saved_tensors = arrays
+
+
+class Function:
+    """Base class for user-defined ops; see the module docstring."""
+
+    @staticmethod
+    def forward(ctx, *args, **kwargs):
+        raise TypeError("Function subclasses must define forward(ctx, *arrays)")
+
+    @staticmethod
+    def backward(ctx, grad):
+        raise TypeError("Function subclasses must define backward(ctx, grad)")
+
+    @classmethod
+    def apply(cls, *args, **kwargs):
+        tensors = tuple(a for a in args if isinstance(a, Tensor))
+        ctx = Context(tuple(t.requires_grad for t in tensors))
+        out = cls.forward(ctx, *(a.data if isinstance(a, Tensor) else a for a in args), **kwargs)
+        if not isinstance(out, np.ndarray) and not np.isscalar(out):
+            raise TypeError(f"{cls.__name__}.forward must return a NumPy array, got {type(out).__name__}")
+        out = np.asarray(out)
+
+        def backward(g):
+            grads = cls.backward(ctx, g)
+            if not isinstance(grads, (tuple, list)):
+                grads = (grads,)
+            if len(grads) != len(tensors):
+                raise ValueError(f"{cls.__name__}.backward returned {len(grads)} gradients for "
+                                 f"{len(tensors)} tensor inputs")
+            # the engine may add into a gradient it owns; these may be shared with ctx, so hand out views
+            return [None if gr is None else np.asarray(gr).view() for gr in grads]
+        return _make(out, tensors, backward, cls.__name__)

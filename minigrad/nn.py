@@ -1,0 +1,448 @@
+"""Modules: parameters with dotted names, state dicts, train/eval, and the usual layers.
+
+Names, shapes, gate orders and default initialisations follow torch.nn, so weights move between the two.
+"""
+import math
+from collections import OrderedDict
+
+import numpy as np
+
+from . import functional as F
+from . import ops
+from .random import get_rng
+from .tensor import Tensor, get_default_dtype
+
+
+class Parameter(Tensor):
+    """A Tensor that a Module registers as trainable (requires_grad=True)."""
+
+    __slots__ = ()
+
+    def __init__(self, data, requires_grad=True):
+        data = data.data if isinstance(data, Tensor) else data
+        super().__init__(np.array(data, dtype=data.dtype if isinstance(data, np.ndarray) and data.dtype.kind == "f"
+                                  else get_default_dtype()), requires_grad=requires_grad)
+
+    def __repr__(self):
+        return "Parameter containing:\n" + super().__repr__()
+
+
+class Module:
+    """Base class: assign Parameters and Modules as attributes; they are found by name, in order."""
+
+    def __init__(self):
+        object.__setattr__(self, "_parameters", OrderedDict())
+        object.__setattr__(self, "_modules", OrderedDict())
+        object.__setattr__(self, "_buffers", OrderedDict())
+        object.__setattr__(self, "training", True)
+
+    def __setattr__(self, name, value):
+        if "_parameters" not in self.__dict__:
+            raise AttributeError(f"{type(self).__name__}: call super().__init__() before assigning attributes")
+        for d in (self._parameters, self._modules, self._buffers):
+            d.pop(name, None)
+        if isinstance(value, Parameter):
+            self._parameters[name] = value
+        elif isinstance(value, Module):
+            self._modules[name] = value
+        object.__setattr__(self, name, value)
+
+    def register_buffer(self, name, array):
+        """A non-trainable array that belongs in the state dict (e.g. a positional table)."""
+        object.__setattr__(self, name, array)
+        self._buffers[name] = name
+
+    def forward(self, *args, **kwargs):
+        raise TypeError(f"{type(self).__name__} must define forward()")
+
+    def __call__(self, *args, **kwargs):
+        return self.forward(*args, **kwargs)
+
+    # ---- traversal ---------------------------------------------------------------------------
+    def named_modules(self, prefix=""):
+        yield prefix, self
+        for name, m in self._modules.items():
+            yield from m.named_modules(f"{prefix}.{name}" if prefix else name)
+
+    def modules(self):
+        return (m for _, m in self.named_modules())
+
+    def children(self):
+        return iter(self._modules.values())
+
+    def named_parameters(self, prefix=""):
+        """(dotted name, Parameter) pairs, each parameter once, as torch.nn.Module."""
+        seen = set()
+        for mprefix, m in self.named_modules(prefix):
+            for name, p in m._parameters.items():
+                if p is not None and id(p) not in seen:
+                    seen.add(id(p))
+                    yield (f"{mprefix}.{name}" if mprefix else name), p
+
+    def parameters(self):
+        return [p for _, p in self.named_parameters()]
+
+    def zero_grad(self):
+        for p in self.parameters():
+            p.grad = None
+
+    def train(self, mode=True):
+        for m in self.modules():
+            object.__setattr__(m, "training", mode)
+        return self
+
+    def eval(self):
+        return self.train(False)
+
+    def num_parameters(self):
+        return sum(p.size for p in self.parameters())
+
+    # ---- state ---------------------------------------------------------------------------------
+    def _named_buffers(self):
+        for mprefix, m in self.named_modules():
+            for name in m._buffers:
+                yield (f"{mprefix}.{name}" if mprefix else name), m, name
+
+    def state_dict(self):
+        """Dotted name -> ndarray (a copy), parameters then buffers."""
+        d = OrderedDict((n, p.data.copy()) for n, p in self.named_parameters())
+        for n, m, attr in self._named_buffers():
+            d[n] = np.array(getattr(m, attr))
+        return d
+
+    def load_state_dict(self, state, strict=True):
+        """Copy arrays into parameters by name; names and shapes must match (missing ones too, if strict)."""
+        own = dict(self.named_parameters())
+        bufs = {n: (m, attr) for n, m, attr in self._named_buffers()}
+        unexpected = [k for k in state if k not in own and k not in bufs]
+        missing = [k for k in list(own) + list(bufs) if k not in state]
+        if strict and (unexpected or missing):
+            msg = [f"load_state_dict for {type(self).__name__}:"]
+            if unexpected:
+                msg.append(f"unexpected keys {unexpected}")
+            if missing:
+                msg.append(f"missing keys {missing}")
+            msg.append(f"(expected keys: {list(own) + list(bufs)})")
+            raise KeyError(" ".join(msg))
+        for k, v in state.items():
+            v = v.data if isinstance(v, Tensor) else np.asarray(v)
+            if k in own:
+                p = own[k]
+                if v.shape != p.shape:
+                    raise ValueError(f"load_state_dict: '{k}' has shape {p.shape} here but {v.shape} in the state dict")
+                p.data = v.astype(p.dtype, copy=True)
+            elif k in bufs:
+                m, attr = bufs[k]
+                old = np.asarray(getattr(m, attr))
+                if v.shape != old.shape:
+                    raise ValueError(f"load_state_dict: buffer '{k}' has shape {old.shape} here but {v.shape}")
+                object.__setattr__(m, attr, v.astype(old.dtype, copy=True))
+        return self
+
+    def extra_repr(self):
+        return ""
+
+    def __repr__(self):
+        lines = [f"{type(self).__name__}({self.extra_repr()}"]
+        for name, m in self._modules.items():
+            sub = repr(m).replace("\n", "\n  ")
+            lines.append(f"  ({name}): {sub}")
+        return "\n".join(lines) + ("\n)" if len(lines) > 1 else ")")
+
+
+# ---- init helpers (in place on a Parameter; as torch.nn.init) -----------------------------------
+
+def _fans(shape):
+    if len(shape) < 2:
+        raise ValueError(f"init: fan in/out needs at least 2 dims, got shape {shape}")
+    receptive = int(np.prod(shape[2:])) if len(shape) > 2 else 1
+    return shape[1] * receptive, shape[0] * receptive
+
+
+def uniform_(t, a=0.0, b=1.0):
+    t.data = get_rng().uniform(a, b, t.shape).astype(t.dtype)
+    return t
+
+
+def normal_(t, mean=0.0, std=1.0):
+    t.data = (mean + std * get_rng().standard_normal(t.shape)).astype(t.dtype)
+    return t
+
+
+def zeros_(t):
+    t.data = np.zeros(t.shape, t.dtype)
+    return t
+
+
+def ones_(t):
+    t.data = np.ones(t.shape, t.dtype)
+    return t
+
+
+def xavier_uniform_(t, gain=1.0):
+    fan_in, fan_out = _fans(t.shape)
+    bound = gain * math.sqrt(6.0 / (fan_in + fan_out))
+    return uniform_(t, -bound, bound)
+
+
+def xavier_normal_(t, gain=1.0):
+    fan_in, fan_out = _fans(t.shape)
+    return normal_(t, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)))
+
+
+def kaiming_uniform_(t, a=0.0, nonlinearity="leaky_relu"):
+    fan_in, _ = _fans(t.shape)
+    gain = math.sqrt(2.0 / (1 + a * a)) if nonlinearity in ("relu", "leaky_relu") else 1.0
+    bound = gain * math.sqrt(3.0 / fan_in)
+    return uniform_(t, -bound, bound)
+
+
+def kaiming_normal_(t, a=0.0, nonlinearity="leaky_relu"):
+    fan_in, _ = _fans(t.shape)
+    gain = math.sqrt(2.0 / (1 + a * a)) if nonlinearity in ("relu", "leaky_relu") else 1.0
+    return normal_(t, 0.0, gain / math.sqrt(fan_in))
+
+
+def _empty(*shape):
+    return Parameter(np.zeros(shape, get_default_dtype()))
+
+
+# ---- layers ------------------------------------------------------------------------------------
+
+class Linear(Module):
+    """y = x W^T + b with W (out_features, in_features), initialised as torch.nn.Linear."""
+
+    def __init__(self, in_features, out_features, bias=True):
+        super().__init__()
+        self.in_features, self.out_features = in_features, out_features
+        self.weight = kaiming_uniform_(_empty(out_features, in_features), a=math.sqrt(5))  # U(+-1/sqrt(in))
+        self.bias = uniform_(_empty(out_features), -1 / math.sqrt(in_features), 1 / math.sqrt(in_features)) \
+            if bias else None
+
+    def forward(self, x):
+        return ops.linear(x, self.weight, self.bias)
+
+    def extra_repr(self):
+        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+
+
+class Embedding(Module):
+    """A lookup table (num_embeddings, embedding_dim), N(0, 1) init as PyTorch."""
+
+    def __init__(self, num_embeddings, embedding_dim):
+        super().__init__()
+        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        self.weight = normal_(_empty(num_embeddings, embedding_dim))
+
+    def forward(self, idx):
+        i = idx.data if isinstance(idx, Tensor) else np.asarray(idx)
+        if i.dtype.kind not in "iu":
+            raise TypeError(f"Embedding: indices must be integers, got dtype {i.dtype}")
+        if i.size and (i.min() < 0 or i.max() >= self.num_embeddings):
+            raise IndexError(f"Embedding: indices must be in [0, {self.num_embeddings}), "
+                             f"got range [{i.min()}, {i.max()}]")
+        return self.weight[i]
+
+    def extra_repr(self):
+        return f"{self.num_embeddings}, {self.embedding_dim}"
+
+
+class LayerNorm(Module):
+    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True):
+        super().__init__()
+        self.normalized_shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+        self.eps = eps
+        self.weight = ones_(_empty(*self.normalized_shape)) if elementwise_affine else None
+        self.bias = zeros_(_empty(*self.normalized_shape)) if elementwise_affine else None
+
+    def forward(self, x):
+        return ops.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
+
+    def extra_repr(self):
+        return f"{self.normalized_shape}, eps={self.eps}"
+
+
+class Dropout(Module):
+    def __init__(self, p=0.5):
+        super().__init__()
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"Dropout: p must be in [0, 1], got {p}")
+        self.p = p
+
+    def forward(self, x):
+        return F.dropout(x, self.p, self.training)
+
+    def extra_repr(self):
+        return f"p={self.p}"
+
+
+class _RNNCellBase(Module):
+    def __init__(self, input_size, hidden_size, bias, gates):
+        super().__init__()
+        self.input_size, self.hidden_size = input_size, hidden_size
+        k = 1 / math.sqrt(hidden_size)  # torch: every weight and bias ~ U(-1/sqrt(H), 1/sqrt(H))
+        self.weight_ih = uniform_(_empty(gates * hidden_size, input_size), -k, k)
+        self.weight_hh = uniform_(_empty(gates * hidden_size, hidden_size), -k, k)
+        self.bias_ih = uniform_(_empty(gates * hidden_size), -k, k) if bias else None
+        self.bias_hh = uniform_(_empty(gates * hidden_size), -k, k) if bias else None
+
+    def _check(self, x, h):
+        if x.shape[-1] != self.input_size:
+            raise ValueError(f"{type(self).__name__}: input (B, {self.input_size}) expected, got {x.shape}")
+        if h is not None and h.shape != x.shape[:-1] + (self.hidden_size,):
+            raise ValueError(f"{type(self).__name__}: hidden state {x.shape[:-1] + (self.hidden_size,)} "
+                             f"expected, got {h.shape}")
+
+    def _zeros(self, x):
+        return Tensor(np.zeros(x.shape[:-1] + (self.hidden_size,), x.dtype))
+
+    def extra_repr(self):
+        return f"{self.input_size}, {self.hidden_size}"
+
+
+class GRUCell(_RNNCellBase):
+    """h' = (1 - z) n + z h with gates r, z, n stacked in that order, as torch.nn.GRUCell."""
+
+    def __init__(self, input_size, hidden_size, bias=True):
+        super().__init__(input_size, hidden_size, bias, 3)
+
+    def forward(self, x, h=None):
+        self._check(x, h)
+        h = self._zeros(x) if h is None else h
+        H = self.hidden_size
+        gi = ops.linear(x, self.weight_ih, self.bias_ih)  # (B, 3H)
+        gh = ops.linear(h, self.weight_hh, self.bias_hh)
+        r = ops.sigmoid(gi[..., :H] + gh[..., :H])
+        z = ops.sigmoid(gi[..., H:2 * H] + gh[..., H:2 * H])
+        n = ops.tanh(gi[..., 2 * H:] + r * gh[..., 2 * H:])
+        return n + z * (h - n)
+
+
+class LSTMCell(_RNNCellBase):
+    """(h', c') from gates i, f, g, o stacked in that order, as torch.nn.LSTMCell."""
+
+    def __init__(self, input_size, hidden_size, bias=True):
+        super().__init__(input_size, hidden_size, bias, 4)
+
+    def forward(self, x, state=None):
+        h, c = (None, None) if state is None else state
+        self._check(x, h)
+        h = self._zeros(x) if h is None else h
+        c = self._zeros(x) if c is None else c
+        H = self.hidden_size
+        gates = ops.linear(x, self.weight_ih, self.bias_ih) + ops.linear(h, self.weight_hh, self.bias_hh)
+        i = ops.sigmoid(gates[..., :H])
+        f = ops.sigmoid(gates[..., H:2 * H])
+        g = ops.tanh(gates[..., 2 * H:3 * H])
+        o = ops.sigmoid(gates[..., 3 * H:])
+        c = f * c + i * g
+        return o * ops.tanh(c), c
+
+
+class Sequential(Module):
+    """Modules applied in order, named '0', '1', ... as in PyTorch."""
+
+    def __init__(self, *modules):
+        super().__init__()
+        for i, m in enumerate(modules):
+            setattr(self, str(i), m)
+
+    def __getitem__(self, i):
+        return list(self._modules.values())[i]
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules.values())
+
+    def forward(self, x):
+        for m in self._modules.values():
+            x = m(x)
+        return x
+
+
+class ModuleList(Module):
+    """A list of modules, registered under '0', '1', ..."""
+
+    def __init__(self, modules=()):
+        super().__init__()
+        for m in modules:
+            self.append(m)
+
+    def append(self, m):
+        setattr(self, str(len(self._modules)), m)
+        return self
+
+    def __getitem__(self, i):
+        return list(self._modules.values())[i]
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules.values())
+
+
+class _Activation(Module):
+    fn = None
+
+    def forward(self, x):
+        return type(self).fn(x)
+
+
+class ReLU(_Activation):
+    fn = staticmethod(ops.relu)
+
+
+class Tanh(_Activation):
+    fn = staticmethod(ops.tanh)
+
+
+class Sigmoid(_Activation):
+    fn = staticmethod(ops.sigmoid)
+
+
+class GELU(Module):
+    def __init__(self, approximate="none"):
+        super().__init__()
+        self.approximate = approximate
+
+    def forward(self, x):
+        return ops.gelu(x, self.approximate)
+
+
+class Softmax(Module):
+    def __init__(self, dim=-1):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x):
+        return ops.softmax(x, self.dim)
+
+
+# ---- save / load (.npz: arrays only, never pickled code) ------------------------------------------
+
+def save(obj, path):
+    """Save a Module's state dict, a dict of arrays/Tensors, or one array/Tensor to an .npz file."""
+    if isinstance(obj, Module):
+        obj = obj.state_dict()
+    if isinstance(obj, (Tensor, np.ndarray)):
+        obj = {"__tensor__": obj}
+    if not isinstance(obj, dict):
+        raise TypeError(f"save: expected a Module, a dict of arrays or a Tensor, got {type(obj).__name__}")
+    arrays = {}
+    for k, v in obj.items():
+        v = v.data if isinstance(v, Tensor) else np.asarray(v)
+        if v.dtype == object:
+            raise TypeError(f"save: entry '{k}' is not a numeric array")
+        arrays[str(k)] = v
+    with open(path, "wb") as f:  # an open file keeps np.savez from appending '.npz' to the name
+        np.savez(f, **arrays)
+
+
+def load(path):
+    """Load what save() wrote: a dict of name -> ndarray (or the one array that was saved)."""
+    with np.load(path, allow_pickle=False) as z:
+        d = OrderedDict((k, z[k]) for k in z.files)
+    return d["__tensor__"] if list(d) == ["__tensor__"] else d

@@ -1,0 +1,57 @@
+"""One random generator for the whole library (seeded by manual_seed), and sampling without gradient."""
+import numpy as np
+
+from .tensor import Tensor, get_default_dtype
+
+_rng = np.random.default_rng()
+
+
+def manual_seed(seed):
+    """Reseed the generator behind init, dropout and sampling."""
+    global _rng
+    _rng = np.random.default_rng(seed)
+    return _rng
+
+
+def get_rng():
+    return _rng
+
+
+def _shape(shape):
+    return tuple(shape[0]) if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else tuple(shape)
+
+
+def randn(*shape, requires_grad=False, dtype=None):
+    return Tensor(_rng.standard_normal(_shape(shape)).astype(dtype or get_default_dtype()), requires_grad)
+
+
+def rand(*shape, requires_grad=False, dtype=None):
+    return Tensor(_rng.random(_shape(shape)).astype(dtype or get_default_dtype()), requires_grad)
+
+
+def randint(low, high, shape):
+    return Tensor(_rng.integers(low, high, size=_shape((shape,) if isinstance(shape, int) else (shape,))))
+
+
+def multinomial(probs, num_samples=1):
+    """Draw class indices (with replacement) from rows of probabilities (..., C) -> (..., num_samples).
+
+    The sample is a constant: it carries no gradient (REINFORCE differentiates log_prob instead).
+    """
+    p = probs.data if isinstance(probs, Tensor) else np.asarray(probs)
+    if p.ndim == 0 or (p < 0).any() or not np.isfinite(p).all():
+        raise ValueError(f"multinomial: probabilities must be a finite, non-negative (..., C) array, got shape {p.shape}")
+    total = p.sum(axis=-1, keepdims=True)
+    if (total <= 0).any():
+        raise ValueError("multinomial: every row of probabilities must have a positive sum")
+    cdf = np.cumsum(p / total, axis=-1)
+    u = _rng.random(p.shape[:-1] + (num_samples,))
+    idx = (u[..., :, None] > cdf[..., None, :]).sum(axis=-1)  # inverse CDF
+    return Tensor(np.minimum(idx, p.shape[-1] - 1))
+
+
+def normal(mean, std):
+    """A sample of N(mean, std^2) elementwise, as a constant tensor."""
+    m = mean.data if isinstance(mean, Tensor) else np.asarray(mean)
+    s = std.data if isinstance(std, Tensor) else np.asarray(std)
+    return Tensor((m + s * _rng.standard_normal(np.broadcast_shapes(m.shape, s.shape))).astype(m.dtype))

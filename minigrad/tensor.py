@@ -1,0 +1,307 @@
+"""Tensor and the reverse-mode engine.
+
+A Tensor wraps a NumPy array. An op makes a new Tensor whose `_backward` closure maps the upstream
+gradient to one gradient per parent (see ops.py). `backward()` walks the graph once, iteratively, in
+reverse topological order (Kahn's algorithm on child counts, as HIPS autograd does): each node's
+gradient is summed from its children, used once, then dropped. Only this file accumulates gradients
+and undoes broadcasting; ops just return arrays.
+"""
+import numpy as np
+
+_default_dtype = np.float32
+_grad_enabled = True
+
+
+def set_default_dtype(dtype):
+    """Set the float dtype used for Python numbers and lists (float32 or float64)."""
+    global _default_dtype
+    dtype = np.dtype(dtype)
+    if dtype not in (np.float32, np.float64):
+        raise TypeError(f"set_default_dtype: expected float32 or float64, got {dtype}")
+    _default_dtype = dtype.type
+
+
+def get_default_dtype():
+    return np.dtype(_default_dtype)
+
+
+def is_grad_enabled():
+    return _grad_enabled
+
+
+class no_grad:
+    """Context manager (and decorator) under which ops build no graph."""
+
+    def __enter__(self):
+        global _grad_enabled
+        self._prev, _grad_enabled = _grad_enabled, False
+
+    def __exit__(self, *exc):
+        global _grad_enabled
+        _grad_enabled = self._prev
+
+    def __call__(self, fn):
+        def wrapped(*args, **kwargs):
+            with no_grad():
+                return fn(*args, **kwargs)
+        wrapped.__name__, wrapped.__doc__ = fn.__name__, fn.__doc__
+        return wrapped
+
+
+def _freed(g):
+    raise RuntimeError("backward: this part of the graph was already freed by an earlier backward(); "
+                       "call backward(retain_graph=True) the first time to go through it twice")
+
+
+class Tensor:
+    """An n-dimensional array that remembers how it was computed."""
+
+    __slots__ = ("data", "grad", "requires_grad", "_parents", "_backward", "_op", "__weakref__")
+    __array_priority__ = 1000  # ndarray <op> Tensor defers to Tensor's reflected dunder
+
+    def __init__(self, data, requires_grad=False, dtype=None):
+        if isinstance(data, Tensor):
+            data = data.data
+        if dtype is not None:
+            arr = np.asarray(data, dtype=dtype)
+        elif isinstance(data, np.ndarray):
+            arr = data  # an array keeps its dtype (and is not copied)
+        else:
+            arr = np.asarray(data)
+            if arr.dtype.kind in "fc" or arr.dtype == object or arr.size == 0:
+                arr = arr.astype(_default_dtype)  # Python floats and lists take the default dtype
+            elif arr.dtype.kind == "i" and arr.dtype != np.int64:
+                arr = arr.astype(np.int64)
+        if requires_grad and arr.dtype.kind != "f":
+            raise TypeError(f"Tensor: only floating tensors can require grad, got dtype {arr.dtype}")
+        self.data = arr
+        self.grad = None
+        self.requires_grad = bool(requires_grad)
+        self._parents = ()
+        self._backward = None
+        self._op = None
+
+    # ---- basic properties -------------------------------------------------------------------
+    shape = property(lambda self: self.data.shape)
+    dtype = property(lambda self: self.data.dtype)
+    ndim = property(lambda self: self.data.ndim)
+    size = property(lambda self: self.data.size)
+    is_leaf = property(lambda self: self._backward is None)
+
+    def __len__(self):
+        return len(self.data)
+
+    def __repr__(self):
+        body = np.array2string(self.data, separator=", ", prefix="tensor(")
+        extra = f", dtype={self.dtype}" if self.dtype != _default_dtype else ""
+        if self._op is not None:
+            extra += f", grad_fn=<{self._op}>"
+        elif self.requires_grad:
+            extra += ", requires_grad=True"
+        return f"tensor({body}{extra})"
+
+    def numpy(self):
+        return self.data
+
+    def item(self):
+        if self.data.size != 1:
+            raise ValueError(f"item: only a one-element tensor converts to a number, got shape {self.shape}")
+        return self.data.item()
+
+    def tolist(self):
+        return self.data.tolist()
+
+    def detach(self):
+        """The same data, cut from the graph."""
+        return Tensor(self.data)
+
+    def requires_grad_(self, flag=True):
+        if flag and self.data.dtype.kind != "f":
+            raise TypeError(f"requires_grad_: only floating tensors can require grad, got dtype {self.dtype}")
+        self.requires_grad = flag
+        return self
+
+    def zero_grad(self):
+        self.grad = None
+
+    def float(self):
+        return self.astype(np.float32)
+
+    def double(self):
+        return self.astype(np.float64)
+
+    __hash__ = object.__hash__  # == is elementwise, so hash by identity as PyTorch does
+
+    def __bool__(self):
+        if self.data.size != 1:
+            raise ValueError(f"the truth value of a tensor of shape {self.shape} is ambiguous")
+        return bool(self.data)
+
+    # ---- the engine -------------------------------------------------------------------------
+    def backward(self, grad=None, retain_graph=False):
+        """Accumulate d(self)/d(leaf) * grad into every leaf's .grad that requires grad."""
+        if not self.requires_grad:
+            raise RuntimeError("backward: this tensor does not require grad and has no graph "
+                               "(was it made under no_grad(), or from tensors with requires_grad=False?)")
+        if grad is None:
+            if self.data.size != 1:
+                raise RuntimeError(f"backward: grad can be implicit only for a scalar output, got shape "
+                                   f"{self.shape}; pass grad= of that shape (e.g. an array of ones)")
+            grad = np.ones_like(self.data)
+        else:
+            grad = grad.data if isinstance(grad, Tensor) else np.asarray(grad, dtype=self.dtype)
+            if grad.shape != self.shape:
+                raise ValueError(f"backward: grad of shape {grad.shape} does not match the output's shape {self.shape}")
+        run_backward(self, grad, retain_graph)
+
+    # ---- operators: each is a one-liner onto ops.py, where forward and backward live ----------
+    def __add__(self, other): return ops.add(self, other)
+    def __radd__(self, other): return ops.add(self, other)
+    def __sub__(self, other): return ops.sub(self, other)
+    def __rsub__(self, other): return ops.rsub(self, other)
+    def __mul__(self, other): return ops.mul(self, other)
+    def __rmul__(self, other): return ops.mul(self, other)
+    def __truediv__(self, other): return ops.div(self, other)
+    def __rtruediv__(self, other): return ops.rdiv(self, other)
+    def __pow__(self, other): return ops.pow(self, other)
+    def __rpow__(self, other): return ops.rpow(self, other)
+    def __matmul__(self, other): return ops.matmul(self, other)
+    def __rmatmul__(self, other): return ops.matmul(other, self)
+    def __neg__(self): return ops.neg(self)
+    def __getitem__(self, index): return ops.getitem(self, index)
+
+    # comparisons give plain boolean tensors (no gradient)
+    def __eq__(self, other): return Tensor(self.data == _raw(other))
+    def __ne__(self, other): return Tensor(self.data != _raw(other))
+    def __lt__(self, other): return Tensor(self.data < _raw(other))
+    def __le__(self, other): return Tensor(self.data <= _raw(other))
+    def __gt__(self, other): return Tensor(self.data > _raw(other))
+    def __ge__(self, other): return Tensor(self.data >= _raw(other))
+    def __invert__(self): return Tensor(~self.data)
+    def __and__(self, other): return Tensor(self.data & _raw(other))
+    def __or__(self, other): return Tensor(self.data | _raw(other))
+
+    def exp(self): return ops.exp(self)
+    def log(self): return ops.log(self)
+    def sqrt(self): return ops.sqrt(self)
+    def abs(self): return ops.abs(self)
+    def tanh(self): return ops.tanh(self)
+    def sigmoid(self): return ops.sigmoid(self)
+    def relu(self): return ops.relu(self)
+    def gelu(self): return ops.gelu(self)
+
+    def sum(self, axis=None, keepdims=False, dim=None): return ops.sum(self, axis, keepdims, dim)
+    def mean(self, axis=None, keepdims=False, dim=None): return ops.mean(self, axis, keepdims, dim)
+    def var(self, axis=None, keepdims=False, dim=None, correction=0):
+        return ops.var(self, axis, keepdims, dim, correction)
+    def max(self, axis=None, keepdims=False, dim=None): return ops.max(self, axis, keepdims, dim)
+    def min(self, axis=None, keepdims=False, dim=None): return ops.min(self, axis, keepdims, dim)
+    def logsumexp(self, axis=None, keepdims=False, dim=None): return ops.logsumexp(self, axis, keepdims, dim)
+    def softmax(self, axis=-1, dim=None): return ops.softmax(self, axis, dim)
+    def log_softmax(self, axis=-1, dim=None): return ops.log_softmax(self, axis, dim)
+    def argmax(self, axis=None, keepdims=False, dim=None): return ops.argmax(self, axis, keepdims, dim)
+    def argmin(self, axis=None, keepdims=False, dim=None): return ops.argmin(self, axis, keepdims, dim)
+
+    def reshape(self, *shape): return ops.reshape(self, *shape)
+    view = reshape
+    def flatten(self, start_dim=0, end_dim=-1): return ops.flatten(self, start_dim, end_dim)
+    def transpose(self, *axes): return ops.transpose(self, *axes)
+    permute = transpose
+    def swapaxes(self, a, b): return ops.swapaxes(self, a, b)
+    def expand(self, *shape): return ops.expand(self, *shape)
+    broadcast_to = expand
+    def squeeze(self, axis=None, dim=None): return ops.squeeze(self, axis, dim)
+    def unsqueeze(self, axis=None, dim=None): return ops.unsqueeze(self, axis, dim)
+    def astype(self, dtype): return ops.astype(self, dtype)
+    def masked_fill(self, mask, value): return ops.masked_fill(self, mask, value)
+
+    @property
+    def T(self):
+        return ops.transpose(self)
+
+
+def _raw(x):
+    return x.data if isinstance(x, Tensor) else x
+
+
+def tensor(data, requires_grad=False, dtype=None):
+    """Build a Tensor: arrays keep their float dtype, Python numbers and lists take the default."""
+    return Tensor(data, requires_grad=requires_grad, dtype=dtype)
+
+
+# ---- backward pass ----------------------------------------------------------------------------
+
+def _unbroadcast(g, shape, op):
+    """Sum g down to `shape`, undoing NumPy broadcasting; the result is freshly allocated."""
+    extra = g.ndim - len(shape)
+    if extra < 0:
+        raise AssertionError(f"{op} backward: gradient of shape {g.shape} has fewer dims than its input {shape}")
+    if extra:
+        g = g.sum(axis=tuple(range(extra)))
+    axes = tuple(i for i, n in enumerate(shape) if n == 1 and g.shape[i] != 1)
+    if axes:
+        g = g.sum(axis=axes, keepdims=True)
+    if g.shape != tuple(shape):
+        raise AssertionError(f"{op} backward: gradient of shape {g.shape} does not fit its input of shape {shape}")
+    return g
+
+
+def run_backward(root, grad, retain_graph=False):
+    """Reverse-mode sweep from `root`, whose gradient is `grad`."""
+    # 1. count, for each node, how many edges come into it from nodes that need its gradient
+    pending = {id(root): 0}
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        for p in node._parents:
+            if p.requires_grad:
+                k = id(p)
+                if k in pending:
+                    pending[k] += 1
+                else:
+                    pending[k] = 1
+                    stack.append(p)
+    # 2. Kahn's walk: a node runs once all its children have handed it their gradient.
+    # grads[k] = [array, owned]; "owned" means no one else holds the array, so += in place is safe.
+    grads = {id(root): [grad, False]}
+    ready = [root]
+    while ready:
+        node = ready.pop()
+        g, owned = grads.pop(id(node))
+        backward = node._backward
+        if backward is None:  # a leaf: accumulate into .grad
+            if node.grad is None:
+                node.grad = g if owned and type(g) is np.ndarray else np.array(g)
+            else:
+                node.grad += g  # the engine owns node.grad
+            continue
+        parents = node._parents
+        pgrads = backward(g)
+        if not retain_graph:
+            node._backward, node._parents = _freed, ()
+        for p, pg in zip(parents, pgrads):
+            if not p.requires_grad:
+                continue
+            k = id(p)
+            if pg is not None:
+                if pg.shape != p.data.shape:
+                    pg = _unbroadcast(pg, p.data.shape, node._op)
+                    fresh = True
+                else:
+                    # a gradient passed through (g itself) or a view of something may be shared
+                    fresh = pg is not g and pg.base is None
+                if pg.dtype != p.data.dtype:
+                    pg = pg.astype(p.data.dtype)
+                    fresh = True
+                slot = grads.get(k)
+                if slot is None:
+                    grads[k] = [pg, fresh]
+                elif slot[1]:
+                    slot[0] += pg
+                else:
+                    slot[0], slot[1] = slot[0] + pg, True
+            pending[k] -= 1
+            if pending[k] == 0 and k in grads:
+                ready.append(p)
+
+from . import ops  # noqa: E402  (ops needs Tensor; Tensor's methods need ops at call time)
