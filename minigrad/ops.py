@@ -22,15 +22,22 @@ def _make(data, parents, backward, op):
     out = Tensor.__new__(Tensor)
     out.data = data if type(data) is np.ndarray else np.asarray(data)
     out.grad = None
-    if _t._grad_enabled and any(p.requires_grad for p in parents):
-        out.requires_grad, out._parents, out._backward, out._op = True, parents, backward, op
-    else:
-        out.requires_grad, out._parents, out._backward, out._op = False, (), None, None
+    if _t._grad_enabled:
+        for p in parents:
+            if p.requires_grad:
+                out.requires_grad, out._parents, out._backward, out._op = True, parents, backward, op
+                return out
+    out.requires_grad, out._parents, out._backward, out._op = False, (), None, None
     return out
 
 
+_SCALARS = (int, float, bool)
+
+
 def _scalar(x):
-    """x as a weak Python scalar if it is one (numbers, NumPy scalars, 0-d arrays count), else None."""
+    """x as a weak Python scalar if it is one (numbers, NumPy scalars count), else None."""
+    if type(x) in _SCALARS:
+        return x
     if isinstance(x, (Number, np.generic)) and not isinstance(x, Tensor):
         return x.item() if isinstance(x, np.generic) else x
     return None
@@ -728,34 +735,40 @@ def cross_entropy(logits, target, ignore_index=-100, label_smoothing=0.0, reduct
         raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
     C = x.shape[0] if x.ndim == 1 else x.shape[1]
     # work on (M, C) rows: classes last
-    xr = x.reshape(1, C) if x.ndim == 1 else np.moveaxis(x, 1, -1).reshape(-1, C)
+    xr = x if x.ndim == 2 else x.reshape(1, C) if x.ndim == 1 else np.moveaxis(x, 1, -1).reshape(-1, C)
     tr = t.reshape(-1)
     valid = tr != ignore_index
-    if ((tr[valid] < 0) | (tr[valid] >= C)).any():
-        bad = tr[valid][(tr[valid] < 0) | (tr[valid] >= C)][0]
+    all_valid = bool(valid.all())
+    tv = tr if all_valid else np.where(valid, tr, 0)  # ignored rows point at class 0, then get weight 0
+    if tv.size and (tv.min() < 0 or tv.max() >= C):
+        bad = tv[(tv < 0) | (tv >= C)][0]
         raise IndexError(f"cross_entropy: target {bad} is out of range for {C} classes")
-    tv = np.where(valid, tr, 0)
     logp = xr - _lse(xr, (1,))
     rows = np.arange(len(tr))
     eps = label_smoothing
-    loss = -(1 - eps) * logp[rows, tv] - (eps / C) * logp.sum(axis=1) if eps else -logp[rows, tv]
-    loss = np.where(valid, loss, 0).astype(x.dtype, copy=False)
-    count = valid.sum()
+    loss = -logp[rows, tv]
+    if eps:  # label smoothing: (1 - eps) on the target plus eps spread evenly over all C classes
+        loss = (1 - eps) * loss - (eps / C) * logp.sum(axis=1)
+    count = len(tr) if all_valid else int(valid.sum())
+    if not all_valid:
+        loss = np.where(valid, loss, 0).astype(x.dtype, copy=False)
     if reduction == "mean":
-        out = loss.sum() / count if count else np.asarray(np.nan, x.dtype)  # as PyTorch: 0/0
+        # every target ignored: loss 0 and zero gradient (PyTorch returns NaN here; we never make NaN)
+        out = loss.sum() / (count or 1)
     elif reduction == "sum":
         out = loss.sum()
     else:
         out = loss.reshape(t.shape)
 
     def backward(g):  # d CE / d logits = softmax - (1 - eps) onehot - eps / C, per valid row
-        gr = np.broadcast_to(g / count if reduction == "mean" else g, t.shape).reshape(-1)
-        gr = np.where(valid, gr, 0)[:, None]
         d = np.exp(logp)
         d[rows, tv] -= 1 - eps
         if eps:
             d -= eps / C
-        d *= gr
+        scale = g.reshape(-1, 1) if reduction == "none" else g / (count or 1) if reduction == "mean" else g
+        d *= scale if all_valid else scale * valid[:, None]
+        if x.ndim == 2:
+            return (d,)
         if x.ndim == 1:
             return (d.reshape(C),)
         return (np.moveaxis(d.reshape(x.shape[:1] + x.shape[2:] + (C,)), -1, 1),)
