@@ -1,0 +1,4 @@
+"""attention: the classic attention mechanisms on top of minigrad (read functional.py, then multihead.py)."""
+from .functional import masked_softmax, scaled_dot_product_attention  # noqa: F401
+from .masks import causal_mask, key_padding_to_attn_mask, padding_mask_from_lengths  # noqa: F401
+from .multihead import MultiHeadAttention  # noqa: F401

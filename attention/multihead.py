@@ -1,0 +1,141 @@
+"""Multi-head attention (Vaswani et al. 2017, "Attention Is All You Need", sec. 3.2.2).
+
+Parameters carry the names, shapes and initialisation of torch.nn.MultiheadAttention, so a PyTorch
+model's state dict loads unchanged. Batch-first, with nanoGPT's letters: B batch, T (or L / S) time,
+C = embed_dim channels, H heads of D = C // H features each; head h owns features [h D, (h + 1) D).
+
+One difference from torch.nn.MultiheadAttention on purpose: a boolean attn_mask is True where a query
+*may* attend (the polarity of scaled_dot_product_attention and of this whole package); PyTorch's module
+uses the opposite. key_padding_mask keeps PyTorch's meaning (True = padding, ignored).
+"""
+import numpy as np
+
+from minigrad import ops
+from minigrad.nn import Linear, Module, Parameter, xavier_uniform_, zeros_
+from minigrad.tensor import Tensor, get_default_dtype
+
+from .functional import _attend, _combine, _prepare_masks
+
+
+def _param(*shape):
+    return Parameter(np.zeros(shape, get_default_dtype()))
+
+
+class MultiHeadAttention(Module):
+    """Self- or cross-attention with H heads; forward returns (output (B, L, C), weights or None)."""
+
+    def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, kdim=None, vdim=None):
+        super().__init__()
+        if num_heads <= 0 or embed_dim % num_heads != 0:
+            raise ValueError(f"MultiHeadAttention: embed_dim ({embed_dim}) must be divisible by num_heads "
+                             f"({num_heads})")
+        self.embed_dim, self.num_heads, self.head_dim = embed_dim, num_heads, embed_dim // num_heads
+        self.kdim = embed_dim if kdim is None else kdim
+        self.vdim = embed_dim if vdim is None else vdim
+        self.dropout = dropout
+        self._same_dims = self.kdim == embed_dim and self.vdim == embed_dim
+        C = embed_dim
+        if self._same_dims:  # q, k, v projections stacked, as PyTorch: rows [0, C) q, [C, 2C) k, [2C, 3C) v
+            self.in_proj_weight = xavier_uniform_(_param(3 * C, C))
+        else:
+            self.in_proj_weight = None
+            self.q_proj_weight = xavier_uniform_(_param(C, C))
+            self.k_proj_weight = xavier_uniform_(_param(C, self.kdim))
+            self.v_proj_weight = xavier_uniform_(_param(C, self.vdim))
+        self.in_proj_bias = zeros_(_param(3 * C)) if bias else None
+        self.out_proj = Linear(C, C, bias=bias)
+        if bias:
+            zeros_(self.out_proj.bias)
+
+    def _weights(self, i):
+        """Projection i (0 = q, 1 = k, 2 = v) as (weight, bias)."""
+        C = self.embed_dim
+        if self._same_dims:
+            w = self.in_proj_weight[i * C:(i + 1) * C]
+        else:
+            w = (self.q_proj_weight, self.k_proj_weight, self.v_proj_weight)[i]
+        b = None if self.in_proj_bias is None else self.in_proj_bias[i * C:(i + 1) * C]
+        return w, b
+
+    def _masks(self, key_padding_mask, attn_mask, is_causal, B, L, S, dtype):
+        """-> (allowed bool array or None, float bias Tensor or None), broadcastable to (B, H, L, S)."""
+        H = self.num_heads
+        shape = (B, H, L, S)
+        if is_causal and attn_mask is not None:
+            raise ValueError("MultiHeadAttention: give attn_mask or is_causal=True, not both "
+                             "(fold the causal rule into attn_mask with attention.causal_mask)")
+        allowed, bias = _prepare_masks(None, is_causal, shape, dtype)
+        if attn_mask is not None:
+            m = attn_mask if isinstance(attn_mask, Tensor) else Tensor(np.asarray(attn_mask))
+            if m.ndim == 3 and m.shape[0] == B * H and B * H != 1:  # PyTorch's (B*H, L, S) layout
+                m = m.reshape(B, H, L, S)
+            elif m.ndim not in (2, 4):
+                raise ValueError(f"MultiHeadAttention: attn_mask must be (L, S), (B*H, L, S) or broadcast "
+                                 f"to (B, H, L, S) = {shape}, got shape {m.shape}")
+            a, bias = _prepare_masks(m, False, shape, dtype, "attn_mask")
+            allowed = _combine(allowed, a)
+        if key_padding_mask is not None:
+            kpm = key_padding_mask if isinstance(key_padding_mask, Tensor) else Tensor(np.asarray(key_padding_mask))
+            if kpm.shape != (B, S):
+                raise ValueError(f"MultiHeadAttention: key_padding_mask must be (B, S) = {(B, S)}, "
+                                 f"got shape {kpm.shape}")
+            kpm = kpm.reshape(B, 1, 1, S)  # (B, S) -> (B, 1, 1, S): same keys for every head and query
+            if kpm.dtype == bool:
+                allowed = _combine(allowed, ~kpm.data)  # True = padding -> False = may not attend
+            else:
+                a, b = _prepare_masks(kpm, False, shape, dtype, "key_padding_mask")
+                allowed = _combine(allowed, a)
+                bias = b if bias is None else bias + b
+        return allowed, bias
+
+    def forward(self, query, key=None, value=None, key_padding_mask=None, attn_mask=None, is_causal=False,
+                need_weights=True, average_attn_weights=False):
+        """query (B, L, C), key (B, S, kdim), value (B, S, vdim); key=None is self-attention.
+
+        Returns (output (B, L, C), weights (B, H, L, S), or (B, L, S) averaged over heads, or None).
+        attn_mask: bool (True = may attend) or float, (L, S), (B*H, L, S) or broadcastable to (B, H, L, S).
+        key_padding_mask: (B, S), bool True = padding (ignored), or float (added).
+        is_causal: apply PyTorch's upper-left causal mask (see attention.masks); not with attn_mask.
+        """
+        self_attn = key is None or (key is query and (value is None or value is query))
+        key = query if key is None else key
+        value = key if value is None else value
+        if query.ndim != 3 or key.ndim != 3 or value.ndim != 3:
+            raise ValueError(f"MultiHeadAttention: batch-first query (B, L, C), key (B, S, kdim), value (B, S, vdim) "
+                             f"expected, got {query.shape}, {key.shape}, {value.shape}")
+        B, L, C = query.shape
+        S = key.shape[1]
+        H, D = self.num_heads, self.head_dim
+        if C != self.embed_dim:
+            raise ValueError(f"MultiHeadAttention: query (B, L, embed_dim={self.embed_dim}) expected, "
+                             f"got {query.shape}")
+        if key.shape[2] != self.kdim or value.shape[2] != self.vdim:
+            raise ValueError(f"MultiHeadAttention: key (B, S, kdim={self.kdim}) and value (B, S, vdim={self.vdim}) "
+                             f"expected, got key {key.shape} and value {value.shape}")
+        if key.shape[0] != B or value.shape[:2] != key.shape[:2]:
+            raise ValueError(f"MultiHeadAttention: query {query.shape}, key {key.shape} and value {value.shape} "
+                             f"must share B, and key and value S")
+        allowed, bias = self._masks(key_padding_mask, attn_mask, is_causal, B, L, S, query.dtype)
+        common = (allowed, bias, self.dropout, None, need_weights, self.training, None)
+        if self_attn and self._same_dims:
+            # one fused linear for q, k and v, then a view per head
+            qkv = ops.linear(query, self.in_proj_weight, self.in_proj_bias)  # (B, T, 3C)
+            qkv = qkv.reshape(B, L, 3, H, D).transpose(2, 0, 3, 1, 4)       # (3, B, H, T, D)
+            res = _attend(None, None, None, qkv, *common)
+        else:
+            w, b = self._weights(0)
+            q = ops.linear(query, w, b).reshape(B, L, H, D).transpose(0, 2, 1, 3)  # (B, L, C) -> (B, H, L, D)
+            w, b = self._weights(1)
+            k = ops.linear(key, w, b).reshape(B, S, H, D).transpose(0, 2, 1, 3)    # (B, S, C) -> (B, H, S, D)
+            w, b = self._weights(2)
+            v = ops.linear(value, w, b).reshape(B, S, H, D).transpose(0, 2, 1, 3)  # (B, S, C) -> (B, H, S, D)
+            res = _attend(q, k, v, None, *common)
+        y, weights = res if need_weights else (res, None)
+        y = y.transpose(0, 2, 1, 3).reshape(B, L, C)  # (B, H, L, D) -> (B, L, H, D) -> (B, L, C): heads side by side
+        y = self.out_proj(y)
+        if weights is not None and average_attn_weights:
+            weights = weights.mean(axis=1)  # (B, H, L, S) -> (B, L, S)
+        return y, weights
+
+    def extra_repr(self):
+        return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, dropout={self.dropout}"
