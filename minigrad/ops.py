@@ -64,9 +64,12 @@ def _norm_axes(axis, ndim, op):
     axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
     out = []
     for a in axes:
-        if not -ndim <= a < builtins.max(ndim, 1):
+        if not -builtins.max(ndim, 1) <= a < builtins.max(ndim, 1):
             raise IndexError(f"{op}: axis {a} is out of range for a tensor with {ndim} dims")
-        out.append(a % ndim if ndim else 0)
+        if ndim:  # a 0-d tensor has one pseudo-axis (0 or -1), over which nothing is reduced (as torch)
+            out.append(a % ndim)
+    if len(set(out)) != len(out):
+        raise ValueError(f"{op}: axis {axis} repeats an axis")
     return tuple(sorted(out))
 
 
@@ -113,6 +116,7 @@ def rsub(a, b):
 
 
 def neg(a):
+    a = as_tensor(a)
     return _make(-a.data, (a,), lambda g: (-g,), "neg")
 
 
@@ -191,11 +195,13 @@ def rpow(a, b):
 # ---- elementwise functions ---------------------------------------------------------------------
 
 def exp(a):
+    a = as_tensor(a)
     out = np.exp(a.data)
     return _make(out, (a,), lambda g: (g * out,), "exp")  # d e^x = e^x
 
 
 def log(a):
+    a = as_tensor(a)
     x = a.data
     if x.size and x.min() < 0:
         raise ValueError(f"log: input has negative entries (min {x.min()}), whose log is NaN")
@@ -205,6 +211,7 @@ def log(a):
 
 
 def sqrt(a):
+    a = as_tensor(a)
     x = a.data
     if x.size and x.min() < 0:
         raise ValueError(f"sqrt: input has negative entries (min {x.min()}), whose sqrt is NaN")
@@ -213,16 +220,19 @@ def sqrt(a):
 
 
 def abs(a):
+    a = as_tensor(a)
     x = a.data
     return _make(np.abs(x), (a,), lambda g: (g * np.sign(x),), "abs")  # subgradient 0 at 0
 
 
 def tanh(a):
+    a = as_tensor(a)
     out = np.tanh(a.data)
     return _make(out, (a,), lambda g: (g * (1 - out * out),), "tanh")  # d tanh = 1 - tanh^2
 
 
 def sigmoid(a):
+    a = as_tensor(a)
     x = a.data
     # stable for large |x|: exp of a non-positive number only
     e = np.exp(-np.abs(x))
@@ -231,6 +241,7 @@ def sigmoid(a):
 
 
 def relu(a):
+    a = as_tensor(a)
     x = a.data
     out = np.maximum(x, 0)
     return _make(out, (a,), lambda g: (g * (x > 0),), "relu")  # relu'(0) = 0
@@ -244,11 +255,12 @@ except ImportError:  # pragma: no cover - depends on the machine
     _erf_scalar = np.frompyfunc(math.erf, 1, 1)
 
     def _erf(x):
-        return _erf_scalar(x).astype(x.dtype)
+        return np.asarray(_erf_scalar(x), dtype=x.dtype)  # asarray: a 0-d input gives back a Python float
 
 
 def gelu(a, approximate="none"):
     """GELU as PyTorch: x Phi(x) exactly (approximate='none') or with the tanh formula."""
+    a = as_tensor(a)
     x = a.data
     if approximate == "tanh":
         u = _SQRT_2_OVER_PI * (x + 0.044715 * x ** 3)
@@ -291,6 +303,7 @@ def where(cond, a, b):
 
 def masked_fill(a, mask, value):
     """a with `value` where mask is True; masked entries get zero gradient."""
+    a = as_tensor(a)
     m = mask.data if isinstance(mask, Tensor) else np.asarray(mask)
     if m.dtype != bool:
         raise TypeError(f"masked_fill: mask must be boolean, got dtype {m.dtype}")
@@ -304,6 +317,7 @@ def masked_fill(a, mask, value):
 
 
 def astype(a, dtype):
+    a = as_tensor(a)
     dtype = np.dtype(dtype)
     return _make(a.data.astype(dtype), (a,), lambda g: (g.astype(a.dtype),), "astype")
 
@@ -318,6 +332,7 @@ def _expand_back(g, shape, axes, keepdims):
 
 
 def sum(a, axis=None, keepdims=False, dim=None):
+    a = as_tensor(a)
     axes = _norm_axes(_axis(axis, dim), a.ndim, "sum")
     shape = a.shape
     return _make(a.data.sum(axis=axes, keepdims=keepdims), (a,),
@@ -325,6 +340,7 @@ def sum(a, axis=None, keepdims=False, dim=None):
 
 
 def mean(a, axis=None, keepdims=False, dim=None):
+    a = as_tensor(a)
     axes = _norm_axes(_axis(axis, dim), a.ndim, "mean")
     shape = a.shape
     n = 1
@@ -338,6 +354,7 @@ def mean(a, axis=None, keepdims=False, dim=None):
 
 def var(a, axis=None, keepdims=False, dim=None, correction=0):
     """Variance with `correction` (0 = population, 1 = sample), as torch.var(correction=...)."""
+    a = as_tensor(a)
     axes = _norm_axes(_axis(axis, dim), a.ndim, "var")
     x = a.data
     n = 1
@@ -352,6 +369,7 @@ def var(a, axis=None, keepdims=False, dim=None, correction=0):
 
 
 def _extreme(op, reduce, a, axis, keepdims, dim):
+    a = as_tensor(a)
     axes = _norm_axes(_axis(axis, dim), a.ndim, op)
     x = a.data
     if x.size == 0:
@@ -383,6 +401,7 @@ def _lse(x, axes):
 
 
 def logsumexp(a, axis=None, keepdims=False, dim=None):
+    a = as_tensor(a)
     axes = _norm_axes(_axis(axis, dim), a.ndim, "logsumexp")
     x = a.data
     out = _lse(x, axes)
@@ -392,9 +411,14 @@ def logsumexp(a, axis=None, keepdims=False, dim=None):
     return _make(out if keepdims else np.squeeze(out, axes), (a,), backward, "logsumexp")
 
 
-def softmax(a, axis=-1, dim=None):
+def softmax(a, axis=None, dim=None):
     """Stable softmax along one axis (fused: one node, short backward)."""
-    axis = _norm_axes(_axis(axis, dim), a.ndim, "softmax")[0]
+    a = as_tensor(a)
+    axis = _axis(axis, dim)
+    if not isinstance(axis, (int, np.integer, type(None))):
+        raise TypeError(f"softmax: axis must be one int, got {axis!r}")
+    axis = _norm_axes(-1 if axis is None else axis, a.ndim, "softmax")
+    axis = axis[0] if axis else None  # None for a 0-d input
     x = a.data
     e = np.exp(x - x.max(axis=axis, keepdims=True))
     out = e / e.sum(axis=axis, keepdims=True)
@@ -405,10 +429,15 @@ def softmax(a, axis=-1, dim=None):
     return _make(out, (a,), backward, "softmax")
 
 
-def log_softmax(a, axis=-1, dim=None):
-    axis = _norm_axes(_axis(axis, dim), a.ndim, "log_softmax")[0]
+def log_softmax(a, axis=None, dim=None):
+    a = as_tensor(a)
+    axis = _axis(axis, dim)
+    if not isinstance(axis, (int, np.integer, type(None))):
+        raise TypeError(f"log_softmax: axis must be one int, got {axis!r}")
+    axis = _norm_axes(-1 if axis is None else axis, a.ndim, "log_softmax")
+    axis = axis[0] if axis else None  # None for a 0-d input
     x = a.data
-    out = x - _lse(x, (axis,))
+    out = x - _lse(x, axis)
 
     def backward(g):  # d log_softmax: g - softmax * sum(g)
         return (g - np.exp(out) * g.sum(axis=axis, keepdims=True),)
@@ -444,10 +473,10 @@ def matmul(a, b):
     def backward(g):  # d(A B) = (g B^T, A^T g), with vectors promoted to matrices and back
         a2 = ad[None, :] if ad.ndim == 1 else ad
         b2 = bd[:, None] if bd.ndim == 1 else bd
+        if bd.ndim == 1:  # first: a 0-d g (vector @ vector) needs the last axis before it has a -2
+            g = np.expand_dims(g, -1)
         if ad.ndim == 1:
             g = np.expand_dims(g, -2)
-        if bd.ndim == 1:
-            g = np.expand_dims(g, -1)
         ga = gb = None
         if a.requires_grad:
             ga = g @ np.swapaxes(b2, -1, -2)
@@ -565,6 +594,7 @@ def _shape_arg(shape):
 
 
 def reshape(a, *shape):
+    a = as_tensor(a)
     shape = _shape_arg(shape)
     in_shape = a.shape
     try:
@@ -575,6 +605,7 @@ def reshape(a, *shape):
 
 
 def flatten(a, start_dim=0, end_dim=-1):
+    a = as_tensor(a)
     nd = a.ndim
     s, e = start_dim % builtins.max(nd, 1), end_dim % builtins.max(nd, 1)
     shape = a.shape[:s] + (-1,) + a.shape[e + 1:] if nd else (1,)
@@ -583,6 +614,7 @@ def flatten(a, start_dim=0, end_dim=-1):
 
 def transpose(a, *axes):
     """Permute axes as NumPy (no axes: reverse them). Also available as permute."""
+    a = as_tensor(a)
     axes = _shape_arg(axes)
     nd = a.ndim
     perm = tuple(range(nd))[::-1] if not axes else tuple(x % builtins.max(nd, 1) for x in axes)
@@ -593,6 +625,7 @@ def transpose(a, *axes):
 
 
 def swapaxes(a, axis1, axis2):
+    a = as_tensor(a)
     nd = a.ndim
     for ax in (axis1, axis2):
         if not -nd <= ax < nd:
@@ -602,6 +635,7 @@ def swapaxes(a, axis1, axis2):
 
 def expand(a, *shape):
     """Broadcast to `shape` (-1 keeps a dim); the engine sums the gradient back."""
+    a = as_tensor(a)
     shape = _shape_arg(shape)
     lead = len(shape) - a.ndim
     shape = tuple(a.shape[i - lead] if n == -1 else n for i, n in enumerate(shape))
@@ -613,6 +647,7 @@ def expand(a, *shape):
 
 
 def squeeze(a, axis=None, dim=None):
+    a = as_tensor(a)
     axis = _axis(axis, dim)
     if axis is None:
         shape = tuple(n for n in a.shape if n != 1)
@@ -623,6 +658,7 @@ def squeeze(a, axis=None, dim=None):
 
 
 def unsqueeze(a, axis=None, dim=None):
+    a = as_tensor(a)
     axis = _axis(axis, dim)
     if axis is None:
         raise TypeError("unsqueeze: axis (or dim) is required")
@@ -644,6 +680,7 @@ def _index(index):
 
 def getitem(a, index):
     """Basic and advanced indexing; backward scatters (and adds, for repeated indices) into zeros."""
+    a = as_tensor(a)
     index, advanced = _index(index)
     try:
         out = a.data[index]
@@ -662,6 +699,7 @@ def getitem(a, index):
 
 def gather(a, axis, index):
     """out[i][j] = a[i][index[i][j]] along `axis`, as torch.gather."""
+    a = as_tensor(a)
     idx = index.data if isinstance(index, Tensor) else np.asarray(index)
     if idx.ndim != a.ndim:
         raise ValueError(f"gather: index must have the input's {a.ndim} dims, got shape {idx.shape}")
@@ -707,6 +745,7 @@ def stack(tensors, axis=0, dim=None):
 
 def pad(a, pad_width, value=0.0):
     """Constant padding with NumPy's pad_width: an int, (before, after), or one pair per axis."""
+    a = as_tensor(a)
     pw = np.broadcast_to(np.asarray(pad_width, dtype=np.int64), (a.ndim, 2)) if a.ndim else np.zeros((0, 2), int)
     if (pw < 0).any():
         raise ValueError(f"pad: widths must be non-negative, got {pad_width}")
@@ -722,6 +761,7 @@ def cross_entropy(logits, target, ignore_index=-100, label_smoothing=0.0, reduct
 
     logits (N, C) with target (N,), or (C,) with target (), or (N, C, d1, ...) with target (N, d1, ...).
     """
+    logits = as_tensor(logits)
     x = logits.data
     t = target.data if isinstance(target, Tensor) else np.asarray(target)
     if t.dtype.kind not in "iu":
@@ -781,6 +821,8 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
         normalized_shape = (normalized_shape,)
     normalized_shape = tuple(normalized_shape)
     k = len(normalized_shape)
+    x = as_tensor(x)
+    weight, bias = (None if p is None else as_tensor(p) for p in (weight, bias))
     xd = x.data
     if xd.shape[xd.ndim - k:] != normalized_shape:
         raise ValueError(f"layer_norm: input {xd.shape} must end in normalized_shape {normalized_shape}")

@@ -197,8 +197,8 @@ class Tensor:
     def max(self, axis=None, keepdims=False, dim=None): return ops.max(self, axis, keepdims, dim)
     def min(self, axis=None, keepdims=False, dim=None): return ops.min(self, axis, keepdims, dim)
     def logsumexp(self, axis=None, keepdims=False, dim=None): return ops.logsumexp(self, axis, keepdims, dim)
-    def softmax(self, axis=-1, dim=None): return ops.softmax(self, axis, dim)
-    def log_softmax(self, axis=-1, dim=None): return ops.log_softmax(self, axis, dim)
+    def softmax(self, axis=None, dim=None): return ops.softmax(self, axis, dim)
+    def log_softmax(self, axis=None, dim=None): return ops.log_softmax(self, axis, dim)
     def argmax(self, axis=None, keepdims=False, dim=None): return ops.argmax(self, axis, keepdims, dim)
     def argmin(self, axis=None, keepdims=False, dim=None): return ops.argmin(self, axis, keepdims, dim)
 
