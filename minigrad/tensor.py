@@ -233,7 +233,7 @@ def tensor(data, requires_grad=False, dtype=None):
 
 def _unbroadcast(g, shape, op):
     """Sum g down to `shape`, undoing NumPy broadcasting; the result is freshly allocated."""
-    extra = g.ndim - len(shape)
+    extra, g_shape = g.ndim - len(shape), g.shape  # g_shape: for the error, before any summing
     if extra < 0:
         raise AssertionError(f"{op} backward: gradient of shape {g.shape} has fewer dims than its input {shape}")
     if extra:
@@ -242,7 +242,7 @@ def _unbroadcast(g, shape, op):
     if axes:
         g = g.sum(axis=axes, keepdims=True)
     if g.shape != tuple(shape):
-        raise AssertionError(f"{op} backward: gradient of shape {g.shape} does not fit its input of shape {shape}")
+        raise AssertionError(f"{op} backward: gradient of shape {g_shape} does not fit its input of shape {shape}")
     return g
 
 
