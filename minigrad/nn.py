@@ -124,19 +124,18 @@ class Module:
                 msg.append(f"missing keys {missing}")
             msg.append(f"(expected keys: {list(own) + list(bufs)})")
             raise KeyError(" ".join(msg))
+        state = {k: (v.data if isinstance(v, Tensor) else np.asarray(v)) for k, v in state.items()}
+        for k, v in state.items():  # check every shape first, so a failed load changes nothing
+            if k in own and v.shape != own[k].shape:
+                raise ValueError(f"load_state_dict: '{k}' has shape {own[k].shape} here but {v.shape} in the state dict")
+            if k in bufs and v.shape != np.shape(getattr(*bufs[k])):
+                raise ValueError(f"load_state_dict: buffer '{k}' has shape {np.shape(getattr(*bufs[k]))} here but {v.shape}")
         for k, v in state.items():
-            v = v.data if isinstance(v, Tensor) else np.asarray(v)
             if k in own:
-                p = own[k]
-                if v.shape != p.shape:
-                    raise ValueError(f"load_state_dict: '{k}' has shape {p.shape} here but {v.shape} in the state dict")
-                p.data = v.astype(p.dtype, copy=True)
+                own[k].data = v.astype(own[k].dtype, copy=True)
             elif k in bufs:
                 m, attr = bufs[k]
-                old = np.asarray(getattr(m, attr))
-                if v.shape != old.shape:
-                    raise ValueError(f"load_state_dict: buffer '{k}' has shape {old.shape} here but {v.shape}")
-                object.__setattr__(m, attr, v.astype(old.dtype, copy=True))
+                object.__setattr__(m, attr, v.astype(np.asarray(getattr(m, attr)).dtype, copy=True))
         return self
 
     def extra_repr(self):
