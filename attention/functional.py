@@ -201,7 +201,10 @@ def _attend(q, k, v, packed, allowed, bias, dropout_p, scale, return_weights, tr
 
         def backward_w(gp):
             dq, dk, db = _backward_weights(gp, cache, scale, (q.requires_grad, k.requires_grad, with_bias))
-            return (dq, dk, None) + ((db,) if with_bias else ())
+            # zeros, not None, for v: the engine (tensor.run_backward) never releases a node whose
+            # only incoming gradients are None, which would starve the parameters behind v
+            dv = np.zeros(v.shape, v.dtype) if v.requires_grad else None
+            return (dq, dk, dv) + ((db,) if with_bias else ())
 
     out_t = _make(out, parents, backward, "scaled_dot_product_attention")
     if not return_weights:

@@ -1,0 +1,268 @@
+"""scaled_dot_product_attention and the mask builders: gradchecks, a naive loop, masking rules, PyTorch parity."""
+import math
+
+import numpy as np
+import pytest
+
+import minigrad as mg
+from attention import (causal_mask, key_padding_to_attn_mask, masked_softmax, padding_mask_from_lengths,
+                       scaled_dot_product_attention as sdpa)
+
+rng = np.random.default_rng(0)
+
+
+def t64(*shape, grad=True):
+    return mg.tensor(rng.standard_normal(shape), requires_grad=grad)
+
+
+def naive(q, k, v, allowed=None, bias=None, scale=None):
+    """One query at a time, straight from the definition (float64 arrays)."""
+    scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
+    batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2])
+    L, S = q.shape[-2], k.shape[-2]
+    out = np.zeros(batch + (L, v.shape[-1]))
+    qb, kb, vb = (np.broadcast_to(x, batch + x.shape[-2:]) for x in (q, k, v))
+    ab = np.broadcast_to(True if allowed is None else allowed, batch + (L, S))
+    bb = np.broadcast_to(0.0 if bias is None else bias, batch + (L, S))
+    for idx in np.ndindex(*batch):
+        for i in range(L):
+            s = [qb[idx][i] @ kb[idx][j] * scale + bb[idx][i, j] for j in range(S) if ab[idx][i, j]]
+            js = [j for j in range(S) if ab[idx][i, j]]
+            if not js:
+                continue
+            w = np.exp(np.array(s) - max(s))
+            w /= w.sum()
+            out[idx][i] = sum(wj * vb[idx][j] for wj, j in zip(w, js))
+    return out
+
+
+# ---- masks ---------------------------------------------------------------------------------------
+
+def test_causal_mask_alignment():
+    assert (causal_mask(3) == np.tril(np.ones((3, 3), bool))).all()
+    # lower-right: query i sits at key position S - L + i
+    assert (causal_mask(2, 4) == np.array([[1, 1, 1, 0], [1, 1, 1, 1]], bool)).all()
+    assert (causal_mask(2, 4, align="upper_left") == np.array([[1, 0, 0, 0], [1, 1, 0, 0]], bool)).all()
+    # L > S lower-right: the first L - S queries see nothing
+    assert (causal_mask(3, 2) == np.array([[0, 0], [1, 0], [1, 1]], bool)).all()
+    with pytest.raises(ValueError, match="align"):
+        causal_mask(2, 3, align="diagonal")
+
+
+def test_padding_masks():
+    kpm = padding_mask_from_lengths([3, 1], 4)
+    assert kpm.dtype == bool and (kpm == np.array([[0, 0, 0, 1], [0, 1, 1, 1]], bool)).all()
+    att = key_padding_to_attn_mask(kpm)
+    assert att.shape == (2, 1, 1, 4) and (att[:, 0, 0] == ~kpm).all()
+    assert key_padding_to_attn_mask(kpm, ndim=3).shape == (2, 1, 4)
+    with pytest.raises(ValueError, match=r"lengths must be in \[0, 2\]"):
+        padding_mask_from_lengths([3], 2)
+    with pytest.raises(TypeError, match="lengths must be a 1-D integer"):
+        padding_mask_from_lengths([1.5], 2)
+
+
+# ---- values: against the naive loop and against PyTorch --------------------------------------------
+
+CASES = [  # (q shape, k shape, v shape, mask kind)
+    ((3, 4), (5, 4), (5, 2), None),
+    ((2, 3, 4), (2, 3, 4), (2, 3, 3), "bool"),
+    ((2, 2, 3, 4), (2, 2, 5, 4), (2, 2, 5, 3), "float"),
+    ((2, 1, 3, 4), (1, 2, 5, 4), (2, 5, 3), "bool"),  # batch dims broadcast
+    ((2, 4, 3), (2, 4, 3), (2, 4, 2), "causal"),
+    ((2, 2, 3), (2, 5, 3), (2, 5, 2), "causal"),  # L != S
+]
+
+
+def _mask_args(kind, L, S):
+    if kind == "bool":
+        m = rng.random((L, S)) > 0.4
+        m[:, 0] = True
+        return {"attn_mask": m}, m, None
+    if kind == "float":
+        m = rng.standard_normal((L, S))
+        m[0, 1] = -np.inf
+        return {"attn_mask": m}, m > -np.inf, m
+    if kind == "causal":
+        return {"is_causal": True}, causal_mask(L, S, align="upper_left"), None
+    return {}, None, None
+
+
+@pytest.mark.parametrize("qs,ks,vs,kind", CASES)
+def test_matches_naive_loop(qs, ks, vs, kind):
+    q, k, v = rng.standard_normal(qs), rng.standard_normal(ks), rng.standard_normal(vs)
+    kw, allowed, bias = _mask_args(kind, qs[-2], ks[-2])
+    out = sdpa(q, k, v, **kw)
+    np.testing.assert_allclose(out.data, naive(q, k, v, allowed, None if bias is None else np.where(
+        np.isfinite(bias), bias, 0)), atol=1e-12)
+
+
+def test_custom_scale_and_weights_sum_to_one():
+    q, k, v = rng.standard_normal((2, 3, 4)), rng.standard_normal((2, 5, 4)), rng.standard_normal((2, 5, 3))
+    out, w = sdpa(q, k, v, scale=0.7, return_weights=True)
+    np.testing.assert_allclose(out.data, naive(q, k, v, scale=0.7), atol=1e-12)
+    assert w.shape == (2, 3, 5)
+    np.testing.assert_allclose(w.data.sum(-1), 1, atol=1e-12)
+
+
+@pytest.mark.parametrize("qs,ks,vs,kind", CASES)
+def test_gradcheck(qs, ks, vs, kind):
+    kw, _, _ = _mask_args(kind, qs[-2], ks[-2])
+    assert mg.gradcheck(lambda q, k, v: sdpa(q, k, v, **kw), t64(*qs), t64(*ks), t64(*vs))
+
+
+def test_gradcheck_weights_output_scale_and_learned_bias():
+    q, k, v, b = t64(2, 3, 4), t64(2, 5, 4), t64(2, 5, 3), t64(3, 5)
+    assert mg.gradcheck(lambda q, k, v, b: sdpa(q, k, v, attn_mask=b, scale=0.3, return_weights=True),
+                        q, k, v, b)
+
+
+# ---- masking rules ---------------------------------------------------------------------------------
+
+def test_causal_cannot_leak():
+    q, k, v = rng.standard_normal((2, 5, 4)), rng.standard_normal((2, 5, 4)), rng.standard_normal((2, 5, 3))
+    base = sdpa(q, k, v, is_causal=True).data
+    k2, v2 = k.copy(), v.copy()
+    k2[:, 3] += 100.0
+    v2[:, 3] -= 50.0
+    moved = sdpa(q, k2, v2, is_causal=True).data
+    np.testing.assert_array_equal(base[:, :3], moved[:, :3])  # queries 0..2 never see key 3
+    assert not np.allclose(base[:, 3:], moved[:, 3:])
+    # same with the lower-right builder and L != S: query i sits at key S - L + i
+    q1 = rng.standard_normal((2, 2, 4))
+    m = causal_mask(2, 5)
+    a = sdpa(q1, k, v, attn_mask=m).data
+    k3 = k.copy()
+    k3[:, 4] = 1e3
+    b = sdpa(q1, k3, v, attn_mask=m).data
+    np.testing.assert_array_equal(a[:, 0], b[:, 0])
+
+
+def test_fully_masked_row_is_zero_with_zero_finite_grads():
+    q, k, v = t64(2, 3, 4), t64(2, 4, 4), t64(2, 4, 2)
+    m = np.ones((3, 4), bool)
+    m[1] = False
+    out, w = sdpa(q, k, v, attn_mask=m, return_weights=True)
+    assert np.all(out.data[:, 1] == 0) and np.all(w.data[:, 1] == 0)
+    (out.sum() + (w * w).sum()).backward()
+    for t in (q, k, v):
+        assert np.all(np.isfinite(t.grad))
+    assert np.all(q.grad[:, 1] == 0)
+    # also for a float mask of -inf and for lower-right causal with L > S
+    fm = np.where(m, 0.0, -np.inf)
+    np.testing.assert_array_equal(sdpa(q, k, v, attn_mask=fm).data, out.data)
+    o2 = sdpa(t64(1, 4, 4), t64(1, 2, 4), t64(1, 2, 3), attn_mask=causal_mask(4, 2))
+    assert np.all(o2.data[:, :2] == 0) and np.all(o2.data[:, 2:] != 0)
+    assert mg.gradcheck(lambda q, k, v: sdpa(q, k, v, attn_mask=m), q, k, v)
+
+
+def test_padding_positions_get_exactly_zero_grad():
+    q, k, v = t64(2, 3, 4), t64(2, 5, 4), t64(2, 5, 2)
+    kpm = padding_mask_from_lengths([5, 3], 5)
+    out = sdpa(q, k, v, attn_mask=key_padding_to_attn_mask(kpm, ndim=3))
+    out.backward(rng.standard_normal(out.shape))
+    assert np.all(k.grad[1, 3:] == 0) and np.all(v.grad[1, 3:] == 0)
+    assert np.all(k.grad[1, :3] != 0) and np.all(k.grad[0] != 0)
+
+
+def test_nan_in_masked_position_does_not_leak():
+    q, k, v = t64(2, 3, 4), t64(2, 5, 4), t64(2, 5, 2)
+    k.data[1, 4] = np.nan
+    v.data[1, 4] = np.inf
+    att = key_padding_to_attn_mask(padding_mask_from_lengths([5, 4], 5), ndim=3)
+    out, w = sdpa(q, k, v, attn_mask=att, return_weights=True)
+    assert np.all(np.isfinite(out.data)) and np.all(np.isfinite(w.data))
+    (out.sum() + w.sum()).backward()
+    assert np.all(np.isfinite(q.grad))
+    assert np.all(np.isfinite(k.grad[1, :4])) and np.all(k.grad[1, 4] == 0)
+    # an unmasked NaN does propagate: the rule hides nothing else
+    k.data[0, 0] = np.nan
+    assert np.isnan(sdpa(q, k, v, attn_mask=att).data[0]).all()
+
+
+def test_masked_softmax():
+    x = t64(2, 3, 4)
+    m = rng.random((3, 4)) > 0.5
+    m[0] = False
+    p = masked_softmax(x, m)
+    assert np.all(p.data[:, 0] == 0) and np.all(p.data[~np.broadcast_to(m, p.shape)] == 0)
+    rows = m.any(-1)
+    np.testing.assert_allclose(p.data[:, rows].sum(-1), 1)
+    assert mg.gradcheck(lambda x: masked_softmax(x, m), x)
+
+
+def test_dropout_only_in_training_and_weights_pre_dropout():
+    q, k, v = t64(2, 4, 3), t64(2, 6, 3), t64(2, 6, 2)
+    ref = sdpa(q, k, v).data
+    np.testing.assert_array_equal(sdpa(q, k, v, dropout_p=0.5, training=False).data, ref)
+    out, w = sdpa(q, k, v, dropout_p=0.5, return_weights=True, rng=np.random.default_rng(1))
+    assert not np.allclose(out.data, ref)
+    np.testing.assert_allclose(w.data.sum(-1), 1, atol=1e-12)
+    # the dropped weights are a fixed mask: replaying the same generator gives a consistent gradient
+    assert mg.gradcheck(lambda q, k, v: sdpa(q, k, v, dropout_p=0.3, rng=np.random.default_rng(7)), q, k, v)
+
+
+def test_float32_stays_float32():
+    q, k, v = (mg.tensor(rng.standard_normal((2, 3, 4)).astype(np.float32), requires_grad=True) for _ in range(3))
+    out = sdpa(q, k, v, is_causal=True)
+    out.sum().backward()
+    assert out.dtype == np.float32 and q.grad.dtype == np.float32
+
+
+# ---- bad input -------------------------------------------------------------------------------------
+
+def test_errors():
+    q, k, v = t64(2, 3, 4), t64(2, 5, 4), t64(2, 5, 2)
+    with pytest.raises(ValueError, match=r"must share E, got query \(2, 3, 4\) and key \(2, 5, 3\)"):
+        sdpa(q, t64(2, 5, 3), v)
+    with pytest.raises(ValueError, match=r"must share S, got key \(2, 5, 4\) and value \(2, 4, 2\)"):
+        sdpa(q, k, t64(2, 4, 2))
+    with pytest.raises(ValueError, match="batch dims .* do not broadcast"):
+        sdpa(t64(3, 3, 4), k, v)
+    with pytest.raises(ValueError, match="attn_mask or is_causal=True, not both"):
+        sdpa(q, k, v, attn_mask=np.ones((3, 5), bool), is_causal=True)
+    with pytest.raises(ValueError, match=r"attn_mask of shape \(3, 4\) does not broadcast to .* \(2, 3, 5\)"):
+        sdpa(q, k, v, attn_mask=np.ones((3, 4), bool))
+    with pytest.raises(ValueError, match=r"attn_mask of shape \(4, 3, 5\) does not broadcast"):
+        sdpa(q, k, v, attn_mask=np.ones((4, 3, 5), bool))  # would enlarge the batch
+    with pytest.raises(TypeError, match="attn_mask must be bool .* got dtype int64"):
+        sdpa(q, k, v, attn_mask=np.ones((3, 5), np.int64))
+    with pytest.raises(ValueError, match=r"attn_mask: float mask of shape \(3, 5\) contains NaN"):
+        sdpa(q, k, v, attn_mask=np.full((3, 5), np.nan))
+    with pytest.raises(ValueError, match=r"dropout_p must be in \[0, 1\), got 1.0"):
+        sdpa(q, k, v, dropout_p=1.0)
+    with pytest.raises(TypeError, match="must share a dtype"):
+        sdpa(q, k, mg.tensor(rng.standard_normal((2, 5, 2)).astype(np.float32)))
+
+
+# ---- parity with PyTorch -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype,tol", [(np.float64, 1e-10), (np.float32, 1e-5)])
+@pytest.mark.parametrize("kind", [None, "bool", "float", "causal", "causal_LS", "scale"])
+def test_torch_parity(kind, dtype, tol):
+    torch = pytest.importorskip("torch")
+    B, H, L, S, E, Ev = 2, 2, 3, 5 if kind == "causal_LS" else 3, 4, 3
+    if kind in ("bool", "float", "scale"):
+        S = 5
+    arrs = [rng.standard_normal(s).astype(dtype) for s in ((B, H, L, E), (B, H, S, E), (B, H, S, Ev))]
+    kw, tkw = {}, {}
+    if kind == "bool":
+        m = rng.random((B, 1, L, S)) > 0.3
+        m[..., 0] = True
+        kw["attn_mask"], tkw["attn_mask"] = m, torch.tensor(m)
+    elif kind == "float":
+        m = rng.standard_normal((L, S)).astype(dtype)
+        kw["attn_mask"], tkw["attn_mask"] = m, torch.tensor(m)
+    elif kind in ("causal", "causal_LS"):
+        kw["is_causal"] = tkw["is_causal"] = True
+    elif kind == "scale":
+        kw["scale"] = tkw["scale"] = 0.37
+    ours = [mg.tensor(a, requires_grad=True) for a in arrs]
+    theirs = [torch.tensor(a, requires_grad=True) for a in arrs]
+    out = sdpa(*ours, **kw)
+    ref = torch.nn.functional.scaled_dot_product_attention(*theirs, **tkw)
+    g = rng.standard_normal(out.shape).astype(dtype)
+    out.backward(g)
+    ref.backward(torch.tensor(g))
+    np.testing.assert_allclose(out.data, ref.detach().numpy(), atol=tol, rtol=tol)
+    for a, b in zip(ours, theirs):
+        np.testing.assert_allclose(a.grad, b.grad.numpy(), atol=tol, rtol=tol)
