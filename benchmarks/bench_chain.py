@@ -18,7 +18,7 @@ from benchmarks.common import (RESULTS_JSONL, Impl, anp, as_numpy, autograd, bum
 
 WORKLOAD = "1,000 chained add/mul on 4 floats, fwd+bwd"
 N_OPS, WIDTH = 1000, 4
-IMPL_NAMES = ("numpy fwd only", "minigrad", "torch", "autograd (HIPS)", "mygrad", "micrograd")
+IMPL_NAMES = ("minigrad", "torch", "autograd (HIPS)", "mygrad", "micrograd")
 
 
 def make_data(n_ops, dtype, seed=0):

@@ -1,0 +1,129 @@
+"""Run every benchmark (1 and 2 threads), append to results.jsonl, and write RESULTS.md for the README.
+
+Run: python benchmarks/run_all.py [--quick] [--threads 1 2] [--only mha mlp mlp_tiny chain] [--check]
+A full run takes about 4 minutes; --quick about 1.
+"""
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: make the `benchmarks` package importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks import bench_chain, bench_mha, bench_mlp, bench_mlp_tiny
+from benchmarks.common import HERE, RESULTS_JSONL, fmt_time, print_check
+
+BENCHMARKS = {"mha": bench_mha, "mlp": bench_mlp, "mlp_tiny": bench_mlp_tiny, "chain": bench_chain}
+COLUMNS = ("numpy floor", "minigrad", "torch", "autograd (HIPS)", "mygrad", "micrograd")
+# the engine owner's targets (issue 4): ratio to the floor, float32, 1 thread
+TARGETS = {bench_mha.WORKLOAD: ("minigrad", 1.15), bench_mlp.WORKLOAD: ("minigrad", 1.2),
+           bench_mlp_tiny.WORKLOAD: ("minigrad", 2.5)}
+
+
+def _column(name):
+    for c in COLUMNS:
+        if name == c or name.startswith(c + " ("):
+            return c
+    return None
+
+
+def _variant(name, column):
+    return name[len(column) + 2:-1] if name != column else ""
+
+
+def _cell(rec, column):
+    """One summary cell: the ratio to the floor (several variants side by side), times where useful."""
+    res = rec["results"]
+    per = f"/{rec['per']}" if rec["per"] else ""
+    if column == "numpy floor":
+        s = f"1.00 ({fmt_time(res['numpy floor']['median_s'])}{per})"
+        if "numpy fwd only" in res:
+            s += f"; fwd only {fmt_time(res['numpy fwd only']['median_s'])}{per}"
+        return s
+    parts = []
+    for name, st in res.items():
+        if _column(name) == column:
+            v = _variant(name, column)
+            t = f" = {fmt_time(st['median_s'])}{per}" if rec["per"] else ""
+            parts.append(f"{st['ratio']:.2f}{t}" + (f" ({v})" if v else ""))
+    if parts:
+        return "<br>".join(parts)
+    return "—" if any(_column(n) == column for n in rec["skipped"]) else ""
+
+
+def markdown(records):
+    """RESULTS.md: a summary per thread count in the issue's layout, then every implementation in detail."""
+    env = records[0]["env"]
+    blas = "; ".join(f"{b.get('internal_api', '?')} {b.get('version', '')} kernel={b.get('architecture', '?')}"
+                     for b in env["blas"] if b.get("user_api") == "blas") or "unknown"
+    lines = ["# Benchmark results", "",
+             f"Written by `benchmarks/run_all.py` (run {records[0]['run_id']}{', --quick' if records[0]['quick'] else ''}). "
+             "Forward + backward (plus the SGD step for the MLPs), float32, medians of interleaved rounds in one "
+             "process; each cell is the time over the hand-written NumPy floor's in the same run, so lower is better "
+             "and 1.00 is the floor. Every implementation's gradients were checked against the floor's first.", "",
+             f"Machine: {env.get('cpu')}, {env['cpu_count']} cores; Python {env['python']}, NumPy {env['numpy']}, "
+             f"PyTorch {env['torch']}, MyGrad {env['mygrad']}, minigrad {env.get('minigrad')}; BLAS: {blas}; "
+             f"environment: {env['env'] or 'no OPENBLAS/OMP/MKL variables set'}.", ""]
+    for n in sorted({r["threads"] for r in records}):
+        recs = [r for r in records if r["threads"] == n]
+        lines += [f"## {n} thread{'s' if n > 1 else ''}", "",
+                  "| workload | " + " | ".join(COLUMNS) + " |", "|---" * (len(COLUMNS) + 1) + "|"]
+        for r in recs:
+            lines.append(f"| {r['workload']} | " + " | ".join(_cell(r, c) for c in COLUMNS) + " |")
+        lines.append("")
+        if n == 1:
+            lines += ["Targets for minigrad (issue 4, 1 thread):", ""]
+            for r in recs:
+                res = r["results"]
+                if r["workload"] in TARGETS:
+                    col, target = TARGETS[r["workload"]]
+                    best = min((st["ratio"], name) for name, st in res.items() if _column(name) == col)
+                    lines.append(f"- {r['workload']}: ≤ {target:.2f}× — best {best[1]} {best[0]:.2f}× "
+                                 f"({'met' if best[0] <= target else 'not met'})")
+                elif "torch" in res and "minigrad" in res:
+                    m, t = res["minigrad"]["median_s"], res["torch"]["median_s"]
+                    lines.append(f"- {r['workload']}: per op below PyTorch eager's — minigrad {fmt_time(m)}, "
+                                 f"torch {fmt_time(t)} ({'met' if m < t else 'not met'})")
+            lines.append("")
+    lines += ["## Details", "", "| workload | threads | implementation | median | q1 – q3 | × floor | rounds × calls |",
+              "|---|---|---|---|---|---|---|"]
+    for r in records:
+        per = f"/{r['per']}" if r["per"] else ""
+        for name, st in r["results"].items():
+            note = f" ({st['dtype_note']})" if st.get("dtype_note") else ""
+            lines.append(f"| {r['workload']} | {r['threads']} | {name}{note} | {fmt_time(st['median_s'])}{per} | "
+                         f"{fmt_time(st['q1_s'])} – {fmt_time(st['q3_s'])} | {st['ratio']:.2f} | "
+                         f"{st['rounds']} × {st['inner']} |")
+        for name, note in r["skipped"].items():
+            lines.append(f"| {r['workload']} | {r['threads']} | {name} | {note} | | | |")
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="fewer rounds (about a minute)")
+    p.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    p.add_argument("--only", nargs="+", choices=list(BENCHMARKS), default=list(BENCHMARKS))
+    p.add_argument("--budget", type=float, default=20.0, help="seconds of timing per workload and thread count")
+    p.add_argument("--check", action="store_true", help="only run every benchmark's gradient check")
+    p.add_argument("--markdown", default=str(HERE / "RESULTS.md"), help="where to write the table")
+    args = p.parse_args()
+    if args.check:
+        for key in args.only:
+            print_check(BENCHMARKS[key].WORKLOAD, BENCHMARKS[key].check())
+        return
+    run_id = time.strftime("%Y-%m-%dT%H:%M:%S")
+    t0 = time.perf_counter()
+    for key in args.only:
+        BENCHMARKS[key].run(args.threads, args.quick, args.budget, True, run_id)
+    with open(RESULTS_JSONL) as f:
+        records = [rec for rec in map(json.loads, f) if rec["run_id"] == run_id]
+    Path(args.markdown).write_text(markdown(records))
+    print(f"\n{len(records)} records appended to {RESULTS_JSONL}; table written to {args.markdown} "
+          f"({time.perf_counter() - t0:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,48 @@
+"""Every benchmark's implementations agree with its hand-written NumPy floor (the scripts' --check, in-process).
+
+One row per (benchmark, implementation): a framework that is not installed, or an attention module not
+yet importable, shows as a skip with the reason. Tiny sizes, float64: the whole file runs in seconds.
+"""
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for `benchmarks`
+
+from benchmarks import bench_chain, bench_mha, bench_mlp, bench_mlp_tiny  # noqa: E402
+
+CASES = [(m, name) for m in (bench_mha, bench_mlp, bench_mlp_tiny, bench_chain) for name in m.IMPL_NAMES]
+
+
+@pytest.mark.parametrize("module,impl", CASES, ids=[f"{m.__name__.split('.')[-1]}-{n}" for m, n in CASES])
+def test_gradients_equal_the_floor(module, impl):
+    status = module.check(impl=impl)
+    assert impl in status, f"{module.__name__}: no implementation named {impl!r} was built"
+    if status[impl] is not None:
+        pytest.skip(status[impl])
+
+
+def test_float64_scalar_upcast_is_caught():
+    """The dtype check catches the trap of a float64 0-d array silently upcasting a float32 graph."""
+    import numpy as np
+
+    from benchmarks.common import check_dtypes
+    x = np.ones(3, np.float32)
+    with pytest.raises(AssertionError, match="float64"):
+        check_dtypes("trap", {"out": x * np.asarray(0.5)}, np.float32)
+    check_dtypes("weak scalar", {"out": x * 0.5}, np.float32)
+
+
+def test_markdown_table():
+    """run_all's table has a row per workload and the floor as 1.00."""
+    from benchmarks import run_all
+    from benchmarks.common import env_info
+    rec = {"run_id": "t", "quick": True, "workload": "w", "threads": 1, "per": None, "env": env_info(),
+           "results": {"numpy floor": {"median_s": 1e-3, "q1_s": 9e-4, "q3_s": 1.1e-3, "ratio": 1.0, "rounds": 3,
+                                       "inner": 1},
+                       "minigrad": {"median_s": 2e-3, "q1_s": 1.9e-3, "q3_s": 2.1e-3, "ratio": 2.0, "rounds": 3,
+                                    "inner": 1}},
+           "skipped": {"micrograd": "skipped: not installed"}}
+    md = run_all.markdown([rec])
+    assert "| w | 1.00 (1.00 ms) | 2.00 |" in md
