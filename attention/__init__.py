@@ -2,3 +2,5 @@
 from .functional import masked_softmax, scaled_dot_product_attention  # noqa: F401
 from .masks import causal_mask, key_padding_to_attn_mask, padding_mask_from_lengths  # noqa: F401
 from .multihead import MultiHeadAttention  # noqa: F401
+from .scores import (SCORES, AdditiveScore, Attention, CosineScore, DotScore, GeneralScore, ScaledDotScore,  # noqa: F401
+                     Score, dot_score, make_score, scaled_dot_score)

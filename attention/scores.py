@@ -1,0 +1,206 @@
+"""Score functions and generic soft attention.
+
+One shape contract: query (..., L, Dq), keys (..., S, Dk) -> scores (..., L, S).
+  dot         q . k                               (Luong et al. 2015, "dot")
+  scaled dot  q . k / sqrt(D)                     (Vaswani et al. 2017)
+  general     q^T W k                             (Luong et al. 2015, "general"; bilinear)
+  additive    v^T tanh(W q + U k)                 (Bahdanau et al. 2015, "concat" in Luong)
+  cosine      g cos(q, k), g learned              (content-based addressing, Graves et al. 2014)
+Every score splits into `prepare_keys(keys)` (work that depends on the keys only: U k, W k, k / |k|)
+and `score_prepared(query, prepared)`, so a decoder computes the first once per source sentence and
+the second at every step. `score(query, keys)` does both.
+"""
+import math
+
+import numpy as np
+
+from minigrad import ops
+from minigrad.nn import Linear, Module, Parameter, uniform_
+from minigrad.ops import _make
+from minigrad.tensor import get_default_dtype
+
+from .functional import masked_softmax
+from .masks import as_bool_mask, check_broadcast, key_padding_to_attn_mask
+
+
+def _check_same_dim(name, q, k):
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(f"{name} score: query (..., L, D) and keys (..., S, D) must share D, "
+                         f"got query {q.shape} and keys {k.shape}")
+
+
+def dot_score(query, keys):
+    """q . k -> (..., L, S)."""
+    _check_same_dim("dot", query, keys)
+    return query @ keys.swapaxes(-1, -2)  # (..., L, D) @ (..., D, S)
+
+
+def scaled_dot_score(query, keys, scale=None):
+    """q . k * scale, scale = 1/sqrt(D) by default -> (..., L, S)."""
+    _check_same_dim("scaled dot", query, keys)
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    return (query * scale) @ keys.swapaxes(-1, -2)
+
+
+class Score(Module):
+    """Base: forward(query, keys) = score_prepared(query, prepare_keys(keys))."""
+
+    def prepare_keys(self, keys):
+        return keys
+
+    def score_prepared(self, query, prepared):
+        raise TypeError(f"{type(self).__name__} must define score_prepared()")
+
+    def forward(self, query, keys):
+        return self.score_prepared(query, self.prepare_keys(keys))
+
+
+class DotScore(Score):
+    def score_prepared(self, query, keys):
+        return dot_score(query, keys)
+
+
+class ScaledDotScore(Score):
+    def __init__(self, scale=None):
+        super().__init__()
+        self.scale = scale
+
+    def score_prepared(self, query, keys):
+        return scaled_dot_score(query, keys, self.scale)
+
+
+class GeneralScore(Score):
+    """q^T W k with W (Dq, Dk); prepare_keys gives W k (..., S, Dq), so each step is a dot product."""
+
+    def __init__(self, query_dim, key_dim):
+        super().__init__()
+        self.query_dim, self.key_dim = query_dim, key_dim
+        self.W = Linear(key_dim, query_dim, bias=False)  # W.weight is (Dq, Dk)
+
+    def prepare_keys(self, keys):
+        if keys.shape[-1] != self.key_dim:
+            raise ValueError(f"general score: keys (..., S, {self.key_dim}) expected, got {keys.shape}")
+        return self.W(keys)  # (..., S, Dk) -> (..., S, Dq)
+
+    def score_prepared(self, query, wk):
+        if query.shape[-1] != self.query_dim:
+            raise ValueError(f"general score: query (..., L, {self.query_dim}) expected, got {query.shape}")
+        return query @ wk.swapaxes(-1, -2)  # (..., L, Dq) @ (..., Dq, S)
+
+
+def _additive(wq, uk, v):
+    """v . tanh(wq_i + uk_j) for wq (..., L, A), uk (..., S, A), v (A,) -> (..., L, S); one node."""
+    t = np.tanh(wq.data[..., :, None, :] + uk.data[..., None, :, :])  # (..., L, S, A)
+    out = t @ v.data
+
+    def backward(g):  # dt = g v (1 - t^2); wq gets the sum over keys, uk over queries, v the sum of g t
+        dt = g[..., None] * (1 - t * t) * v.data                      # (..., L, S, A)
+        gv = np.tensordot(g, t, axes=(tuple(range(g.ndim)), tuple(range(g.ndim)))) if v.requires_grad else None
+        return (dt.sum(axis=-2) if wq.requires_grad else None,
+                dt.sum(axis=-3) if uk.requires_grad else None, gv)
+    return _make(out, (wq, uk, v), backward, "additive_score")
+
+
+class AdditiveScore(Score):
+    """Bahdanau: v^T tanh(W q + U k), hidden size A; prepare_keys gives U k once per source."""
+
+    def __init__(self, query_dim, key_dim, hidden_dim):
+        super().__init__()
+        self.query_dim, self.key_dim, self.hidden_dim = query_dim, key_dim, hidden_dim
+        self.W = Linear(query_dim, hidden_dim, bias=False)
+        self.U = Linear(key_dim, hidden_dim, bias=True)
+        bound = 1 / math.sqrt(hidden_dim)  # as a Linear(A, 1) would be
+        self.v = uniform_(Parameter(np.zeros(hidden_dim, get_default_dtype())), -bound, bound)
+
+    def prepare_keys(self, keys):
+        if keys.shape[-1] != self.key_dim:
+            raise ValueError(f"additive score: keys (..., S, {self.key_dim}) expected, got {keys.shape}")
+        return self.U(keys)  # (..., S, Dk) -> (..., S, A)
+
+    def score_prepared(self, query, uk):
+        if query.shape[-1] != self.query_dim:
+            raise ValueError(f"additive score: query (..., L, {self.query_dim}) expected, got {query.shape}")
+        return _additive(self.W(query), uk, self.v)
+
+
+class CosineScore(Score):
+    """g cos(q, k) with a learned scale g (init `scale`): bounded logits, sharpened by training."""
+
+    def __init__(self, scale=10.0, eps=1e-8):
+        super().__init__()
+        self.eps = eps
+        self.scale = Parameter(np.array([scale], get_default_dtype()))
+
+    def _unit(self, x):
+        return x / ((x * x).sum(axis=-1, keepdims=True) + self.eps).sqrt()  # eps keeps 0-vectors finite
+
+    def prepare_keys(self, keys):
+        return self._unit(keys)
+
+    def score_prepared(self, query, unit_keys):
+        _check_same_dim("cosine", query, unit_keys)
+        return (self._unit(query) @ unit_keys.swapaxes(-1, -2)) * self.scale
+
+
+SCORES = ("dot", "scaled_dot", "general", "additive", "cosine")
+
+
+def make_score(name, query_dim=None, key_dim=None, hidden_dim=None):
+    """A score module by name (one of SCORES); general and additive need dims."""
+    if name == "dot":
+        return DotScore()
+    if name == "scaled_dot":
+        return ScaledDotScore()
+    if name == "general":
+        return GeneralScore(query_dim, key_dim)
+    if name == "additive":
+        return AdditiveScore(query_dim, key_dim, hidden_dim or query_dim)
+    if name == "cosine":
+        return CosineScore()
+    raise ValueError(f"make_score: name must be one of {SCORES}, got {name!r}")
+
+
+def _clear_padding(x, kpm):
+    """x (B, S, D) with non-finite entries at padded positions (kpm (B, S) True) replaced by 0."""
+    if np.isfinite(x.data).all():
+        return x  # the common case: no extra graph node
+    bad = kpm[:, :, None] & ~np.isfinite(x.data)  # (B, S, D)
+    return ops.where(bad, np.zeros((), x.dtype), x)
+
+
+class Attention(Module):
+    """Soft attention with any score: forward -> (context (..., L, Dv), weights (..., L, S)).
+
+    key_padding_mask (B, S): True = padding (ignored). attn_mask: bool, True = may attend, broadcastable
+    to the scores (..., L, S). Masked keys get weight 0 and gradient 0; a query with no key gets a zero
+    context. `prepared_keys` (from score.prepare_keys(keys)) skips recomputing key-only work each step.
+    """
+
+    def __init__(self, score):
+        super().__init__()
+        self.score = make_score(score) if isinstance(score, str) else score
+
+    def forward(self, query, keys, values=None, key_padding_mask=None, attn_mask=None, prepared_keys=None):
+        values = keys if values is None else values
+        if keys.shape[-2] != values.shape[-2]:
+            raise ValueError(f"Attention: keys (..., S, Dk) and values (..., S, Dv) must share S, "
+                             f"got keys {keys.shape} and values {values.shape}")
+        prepared = self.score.prepare_keys(keys) if prepared_keys is None else prepared_keys
+        kpm = None
+        if key_padding_mask is not None:
+            kpm = as_bool_mask(key_padding_mask, "key_padding_mask")
+            B, S = query.shape[0], keys.shape[-2]
+            if kpm.shape != (B, S):
+                raise ValueError(f"Attention: key_padding_mask must be (B, S) = {(B, S)}, got shape {kpm.shape}")
+            # a score's own backward is not mask-aware (0 * NaN = NaN), so garbage in padding is cleared first
+            prepared, values = _clear_padding(prepared, kpm), _clear_padding(values, kpm)
+        s = self.score.score_prepared(query, prepared)  # (..., L, S)
+        allowed = None
+        if attn_mask is not None:
+            allowed = as_bool_mask(attn_mask, "attn_mask")
+            check_broadcast(allowed, s.shape, "attn_mask")
+        if kpm is not None:
+            pad = key_padding_to_attn_mask(kpm, ndim=s.ndim)  # (B, 1, ..., S), True = may attend
+            allowed = pad if allowed is None else allowed & pad
+        weights = masked_softmax(s, allowed)
+        return weights @ values, weights  # (..., L, S) @ (..., S, Dv)

@@ -1,0 +1,136 @@
+"""Score functions and the generic Attention module: values, gradchecks, masking, bad input."""
+import math
+
+import numpy as np
+import pytest
+
+import minigrad as mg
+from attention import (AdditiveScore, Attention, CosineScore, DotScore, GeneralScore, ScaledDotScore, make_score,
+                       padding_mask_from_lengths, scaled_dot_product_attention)
+
+rng = np.random.default_rng(2)
+
+
+@pytest.fixture(autouse=True)
+def float64():
+    old = mg.get_default_dtype()
+    mg.set_default_dtype(np.float64)
+    yield
+    mg.set_default_dtype(old)
+
+
+def t64(*shape, grad=True):
+    return mg.tensor(rng.standard_normal(shape), requires_grad=grad)
+
+
+def test_score_values_against_formulas():
+    q, k = t64(2, 3, 4), t64(2, 5, 4)
+    Q, K = q.data, k.data
+    np.testing.assert_allclose(DotScore()(q, k).data, np.einsum("bld,bsd->bls", Q, K))
+    np.testing.assert_allclose(ScaledDotScore()(q, k).data, np.einsum("bld,bsd->bls", Q, K) / 2)
+    g = GeneralScore(4, 4)
+    np.testing.assert_allclose(g(q, k).data, np.einsum("bli,ij,bsj->bls", Q, g.W.weight.data, K))
+    a = AdditiveScore(4, 4, 6)
+    W, U, ub, v = a.W.weight.data, a.U.weight.data, a.U.bias.data, a.v.data
+    ref = np.array([[[v @ np.tanh(W @ Q[b, i] + U @ K[b, j] + ub) for j in range(5)] for i in range(3)]
+                    for b in range(2)])
+    np.testing.assert_allclose(a(q, k).data, ref, atol=1e-12)
+    c = CosineScore(scale=3.0)
+    cos = np.einsum("bld,bsd->bls", Q, K) / np.linalg.norm(Q, axis=-1)[..., None] / np.linalg.norm(K, axis=-1)[:, None]
+    np.testing.assert_allclose(c(q, k).data, 3.0 * cos, atol=1e-7)
+
+
+@pytest.mark.parametrize("name", ["dot", "scaled_dot", "general", "additive", "cosine"])
+def test_gradcheck_every_score_with_broadcast(name):
+    score = make_score(name, 4, 4, 5)
+    q, k = t64(2, 3, 4), t64(5, 4)  # keys shared across the batch: broadcasting
+    params = [p for _, p in score.named_parameters()]
+    assert mg.gradcheck(lambda q, k, *ps: score(q, k), q, k, *params)
+
+
+def test_scores_with_different_query_and_key_dims():
+    q, k = t64(2, 1, 3), t64(2, 5, 6)
+    for s in (GeneralScore(3, 6), AdditiveScore(3, 6, 4)):
+        assert s(q, k).shape == (2, 1, 5)
+        params = [p for _, p in s.named_parameters()]
+        assert mg.gradcheck(lambda q, k, *ps: s(q, k), q, k, *params)
+
+
+def test_prepared_keys_reused_across_steps_equal_full():
+    """U k computed once and reused for every decoder step equals scoring each step from scratch."""
+    a = AdditiveScore(3, 4, 5)
+    k = t64(2, 6, 4)
+    uk = a.prepare_keys(k)
+    for _ in range(3):
+        q = t64(2, 1, 3)
+        np.testing.assert_array_equal(a.score_prepared(q, uk).data, a(q, k).data)
+    # and the gradient reaches U through the shared prepared keys from every step
+    loss = a.score_prepared(t64(2, 1, 3), uk).sum() + a.score_prepared(t64(2, 1, 3), uk).sum()
+    loss.backward()
+    assert a.U.weight.grad is not None and np.abs(a.U.weight.grad).sum() > 0 and k.grad is not None
+
+
+def test_scaled_dot_attention_module_equals_sdpa():
+    q, k, v = t64(2, 3, 4), t64(2, 5, 4), t64(2, 5, 2)
+    kpm = padding_mask_from_lengths([5, 3], 5)
+    ctx, w = Attention(ScaledDotScore())(q, k, v, key_padding_mask=kpm)
+    ref, rw = scaled_dot_product_attention(q, k, v, attn_mask=~kpm[:, None, :], return_weights=True)
+    np.testing.assert_allclose(ctx.data, ref.data, atol=1e-12)
+    np.testing.assert_allclose(w.data, rw.data, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["dot", "general", "additive", "cosine"])
+def test_attention_gradcheck_with_padding(name):
+    att = Attention(make_score(name, 4, 4, 3))
+    q, k, v = t64(2, 2, 4), t64(2, 4, 4), t64(2, 4, 3)
+    kpm = padding_mask_from_lengths([4, 2], 4)
+    params = [p for _, p in att.named_parameters()]
+    assert mg.gradcheck(lambda q, k, v, *ps: att(q, k, v, key_padding_mask=kpm), q, k, v, *params)
+    ctx, w = att(q, k, v, key_padding_mask=kpm)
+    (ctx.sum() + w.sum()).backward()
+    assert np.all(k.grad[1, 2:] == 0) and np.all(v.grad[1, 2:] == 0)
+    np.testing.assert_allclose(w.data.sum(-1), 1)
+    assert np.all(w.data[1, :, 2:] == 0)
+
+
+def test_attention_fully_masked_row_and_nan_key():
+    att = Attention(AdditiveScore(4, 4, 3))
+    q, k, v = t64(2, 3, 4), t64(2, 4, 4), t64(2, 4, 2)
+    k.data[1, 3] = np.nan  # a padded key holding garbage
+    kpm = padding_mask_from_lengths([4, 3], 4)
+    m = np.ones((3, 4), bool)
+    m[2] = False
+    ctx, w = att(q, k, v, key_padding_mask=kpm, attn_mask=m)
+    assert np.all(np.isfinite(ctx.data)) and np.all(ctx.data[:, 2] == 0)
+    ctx.sum().backward()
+    assert np.all(np.isfinite(q.grad)) and np.all(q.grad[:, 2] == 0)
+
+
+def test_errors():
+    q, k = t64(2, 3, 4), t64(2, 5, 3)
+    with pytest.raises(ValueError, match=r"dot score: .* must share D, got query \(2, 3, 4\) and keys \(2, 5, 3\)"):
+        DotScore()(q, k)
+    with pytest.raises(ValueError, match=r"additive score: keys \(\.\.\., S, 4\) expected, got \(2, 5, 3\)"):
+        AdditiveScore(4, 4, 2)(q, k)
+    with pytest.raises(ValueError, match=r"general score: query \(\.\.\., L, 5\) expected, got \(2, 3, 4\)"):
+        GeneralScore(5, 3)(q, k)
+    with pytest.raises(ValueError, match="make_score: name must be one of"):
+        make_score("euclid")
+    att = Attention("dot")
+    k4, v = t64(2, 5, 4), t64(2, 5, 2)
+    with pytest.raises(ValueError, match=r"key_padding_mask must be \(B, S\) = \(2, 5\), got shape \(2, 4\)"):
+        att(q, k4, v, key_padding_mask=np.zeros((2, 4), bool))
+    with pytest.raises(TypeError, match="key_padding_mask must be a boolean array, got dtype float64"):
+        att(q, k4, v, key_padding_mask=np.zeros((2, 5)))
+    with pytest.raises(ValueError, match=r"attn_mask of shape \(3, 4\) does not broadcast"):
+        att(q, k4, v, attn_mask=np.ones((3, 4), bool))
+    with pytest.raises(ValueError, match=r"keys \(\.\.\., S, Dk\) and values \(\.\.\., S, Dv\) must share S"):
+        att(q, k4, t64(2, 4, 2))
+
+
+def test_cosine_scale_is_learned():
+    c = CosineScore(scale=2.0)
+    out = c(t64(1, 2, 3), t64(1, 4, 3))
+    out.sum().backward()
+    assert c.scale.grad.shape == (1,) and c.scale.grad[0] == pytest.approx(out.data.sum() / 2.0)
+    assert math.isfinite(c(mg.tensor(np.zeros((1, 1, 3))), t64(1, 2, 3)).data.sum())  # zero query: finite
