@@ -4,3 +4,5 @@ from .masks import causal_mask, key_padding_to_attn_mask, padding_mask_from_leng
 from .multihead import MultiHeadAttention  # noqa: F401
 from .scores import (SCORES, AdditiveScore, Attention, CosineScore, DotScore, GeneralScore, ScaledDotScore,  # noqa: F401
                      Score, dot_score, make_score, scaled_dot_score)
+from .transformer import (LearnedPositionalEncoding, SinusoidalPositionalEncoding, TransformerDecoderLayer,  # noqa: F401
+                          TransformerEncoderLayer, sinusoidal_table)
