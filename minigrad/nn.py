@@ -27,6 +27,11 @@ class Parameter(Tensor):
         return "Parameter containing:\n" + super().__repr__()
 
 
+def _array(x):
+    """A buffer's array, whether it is stored as an ndarray or a Tensor."""
+    return x.data if isinstance(x, Tensor) else x
+
+
 class Module:
     """Base class: assign Parameters and Modules as attributes; they are found by name, in order."""
 
@@ -39,12 +44,15 @@ class Module:
     def __setattr__(self, name, value):
         if "_parameters" not in self.__dict__:
             raise AttributeError(f"{type(self).__name__}: call super().__init__() before assigning attributes")
+        buffer = name in self._buffers and not isinstance(value, (Parameter, Module))  # stays a buffer, as torch
         for d in (self._parameters, self._modules, self._buffers):
             d.pop(name, None)
         if isinstance(value, Parameter):
             self._parameters[name] = value
         elif isinstance(value, Module):
             self._modules[name] = value
+        elif buffer:
+            self._buffers[name] = name
         object.__setattr__(self, name, value)
 
     def register_buffer(self, name, array):
@@ -107,7 +115,7 @@ class Module:
         """Dotted name -> ndarray (a copy), parameters then buffers."""
         d = OrderedDict((n, p.data.copy()) for n, p in self.named_parameters())
         for n, m, attr in self._named_buffers():
-            d[n] = np.array(getattr(m, attr))
+            d[n] = np.array(_array(getattr(m, attr)))
         return d
 
     def load_state_dict(self, state, strict=True):
@@ -128,14 +136,17 @@ class Module:
         for k, v in state.items():  # check every shape first, so a failed load changes nothing
             if k in own and v.shape != own[k].shape:
                 raise ValueError(f"load_state_dict: '{k}' has shape {own[k].shape} here but {v.shape} in the state dict")
-            if k in bufs and v.shape != np.shape(getattr(*bufs[k])):
-                raise ValueError(f"load_state_dict: buffer '{k}' has shape {np.shape(getattr(*bufs[k]))} here but {v.shape}")
+            if k in bufs and v.shape != np.shape(_array(getattr(*bufs[k]))):
+                raise ValueError(f"load_state_dict: buffer '{k}' has shape {np.shape(_array(getattr(*bufs[k])))} "
+                                 f"here but {v.shape}")
         for k, v in state.items():
             if k in own:
                 own[k].data = v.astype(own[k].dtype, copy=True)
             elif k in bufs:
                 m, attr = bufs[k]
-                object.__setattr__(m, attr, v.astype(np.asarray(getattr(m, attr)).dtype, copy=True))
+                old = getattr(m, attr)
+                new = v.astype(np.asarray(_array(old)).dtype, copy=True)
+                object.__setattr__(m, attr, Tensor(new) if isinstance(old, Tensor) else new)  # keep its type
         return self
 
     def extra_repr(self):

@@ -483,3 +483,25 @@ def test_warmup_cosine():
 
 def test_lambda_lr():
     np.testing.assert_allclose(_lrs(optim.LambdaLR(_opt(2.0), lambda k: 1 / (k + 1)), 3), [2.0, 1.0, 2 / 3, 0.5])
+
+
+def test_reassigned_buffer_stays_in_state_dict():
+    m = nn.Module()
+    m.register_buffer("table", np.arange(3.0))
+    m.table = np.ones(3)  # as torch: assigning to a buffer's name updates the buffer
+    assert list(m.state_dict()) == ["table"]
+    np.testing.assert_array_equal(m.state_dict()["table"], 1.0)
+
+
+def test_tensor_buffer_state_dict_and_save(tmp_path):
+    m = nn.Module()
+    m.register_buffer("t", mg.tensor(np.arange(3.0)))
+    sd = m.state_dict()
+    assert sd["t"].dtype == np.float64  # the array, not an object array of Tensors
+    np.testing.assert_array_equal(sd["t"], [0.0, 1.0, 2.0])
+    mg.save(m, tmp_path / "m.npz")
+    m.load_state_dict({"t": np.full(3, 5.0)})
+    assert isinstance(m.t, mg.Tensor)
+    np.testing.assert_array_equal(m.t.data, 5.0)
+    m.load_state_dict(mg.load(tmp_path / "m.npz"))
+    np.testing.assert_array_equal(m.t.data, [0.0, 1.0, 2.0])
