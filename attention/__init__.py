@@ -6,3 +6,4 @@ from .scores import (SCORES, AdditiveScore, Attention, CosineScore, DotScore, Ge
                      Score, dot_score, make_score, scaled_dot_score)
 from .transformer import (LearnedPositionalEncoding, SinusoidalPositionalEncoding, TransformerDecoderLayer,  # noqa: F401
                           TransformerEncoderLayer, sinusoidal_table)
+from .seq2seq import Seq2Seq  # noqa: F401

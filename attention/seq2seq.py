@@ -1,0 +1,119 @@
+"""GRU encoder-decoder with pluggable attention (Bahdanau et al. 2015; Luong et al. 2015).
+
+Without attention the decoder sees the source only through one fixed-size vector, the encoder's
+final state: the information bottleneck (Cho et al. 2014; experiment E1). With attention each step
+reads a weighted sum of all encoder states, scored by any function in scores.py.
+
+Bahdanau's ordering: at step t the previous decoder state s_{t-1} is the query; the context c_t it
+reads feeds the GRU with the previous token, and the output layer sees [s_t; c_t].
+Letters: B batch, S source length, T target length, V vocabulary.
+"""
+import numpy as np
+
+from minigrad import no_grad, ops
+from minigrad.nn import Embedding, GRUCell, Linear, Module
+from minigrad.tensor import Tensor
+
+from .masks import padding_mask_from_lengths
+from .scores import Attention, Score, make_score
+
+
+def _ints(x, name):
+    a = x.data if isinstance(x, Tensor) else np.asarray(x)
+    if a.dtype.kind not in "iu" or a.ndim != 2:
+        raise TypeError(f"Seq2Seq: {name} must be a (B, N) integer array, got shape {a.shape} dtype {a.dtype}")
+    return a
+
+
+class Seq2Seq(Module):
+    """Encoder (optionally bidirectional GRU) -> decoder GRU with attention = None, a score name, or a Score."""
+
+    def __init__(self, src_vocab, tgt_vocab, emb_dim=32, enc_hidden=32, dec_hidden=64, bidirectional=True,
+                 attention="additive", attn_hidden=None):
+        super().__init__()
+        self.bidirectional = bidirectional
+        self.enc_dim = enc_hidden * (2 if bidirectional else 1)  # width of one encoder state
+        self.src_emb = Embedding(src_vocab, emb_dim)
+        self.tgt_emb = Embedding(tgt_vocab, emb_dim)
+        self.enc_fwd = GRUCell(emb_dim, enc_hidden)
+        if bidirectional:
+            self.enc_bwd = GRUCell(emb_dim, enc_hidden)
+        self.bridge = Linear(self.enc_dim, dec_hidden)  # final encoder state -> first decoder state
+        if attention is None or attention == "none":
+            self.attn, ctx = None, 0
+        else:
+            if isinstance(attention, str):
+                if attention in ("dot", "scaled_dot", "cosine") and dec_hidden != self.enc_dim:
+                    raise ValueError(f"Seq2Seq: the {attention} score needs dec_hidden == encoder width, "
+                                     f"got {dec_hidden} and {self.enc_dim}")
+                attention = make_score(attention, dec_hidden, self.enc_dim, attn_hidden or dec_hidden)
+            if not isinstance(attention, Score):
+                raise TypeError(f"Seq2Seq: attention must be None, a score name or a Score, got {attention!r}")
+            self.attn, ctx = Attention(attention), self.enc_dim
+        self.dec_cell = GRUCell(emb_dim + ctx, dec_hidden)
+        self.out = Linear(dec_hidden + ctx, tgt_vocab)
+
+    # ---- encoder -------------------------------------------------------------------------------
+    def _run(self, cell, x, valid, steps):
+        """Run a GRU over time steps `steps`; past a sequence's end its state is held (or stays zero)."""
+        h = Tensor(np.zeros((x.shape[0], cell.hidden_size), x.dtype))
+        outs = [None] * x.shape[1]
+        for t in steps:
+            h_new = cell(x[:, t], h)                                 # (B, He)
+            h = h_new if valid is None else ops.where(valid[:, t:t + 1], h_new, h)
+            outs[t] = h
+        return ops.stack(outs, axis=1), h                          # (B, S, He), (B, He)
+
+    def encode(self, src, src_lengths=None):
+        """src (B, S) -> (states (B, S, enc_dim), first decoder state (B, dec_hidden), key_padding_mask or None)."""
+        s = _ints(src, "src")
+        S = s.shape[1]
+        kpm = None if src_lengths is None else padding_mask_from_lengths(src_lengths, S)  # (B, S) True = pad
+        valid = None if kpm is None else ~kpm
+        x = self.src_emb(s)                                          # (B, S, E)
+        fwd, h_f = self._run(self.enc_fwd, x, valid, range(S))
+        if not self.bidirectional:
+            return fwd, ops.tanh(self.bridge(h_f)), kpm
+        bwd, h_b = self._run(self.enc_bwd, x, valid, range(S - 1, -1, -1))  # h_b has read the whole source
+        states = ops.concat([fwd, bwd], axis=-1)                    # (B, S, 2 He)
+        return states, ops.tanh(self.bridge(ops.concat([h_f, h_b], axis=-1))), kpm
+
+    # ---- decoder -------------------------------------------------------------------------------
+    def step(self, y_prev, s, states, prepared, kpm):
+        """One decoder step: previous tokens (B,), state (B, Hd) -> (logits (B, V), new state, weights (B, S))."""
+        e = self.tgt_emb(y_prev)                                     # (B, E)
+        if self.attn is None:
+            s = self.dec_cell(e, s)
+            return self.out(s), s, None
+        B = s.shape[0]
+        ctx, w = self.attn(s.reshape(B, 1, -1), states, states, key_padding_mask=kpm,
+                           prepared_keys=prepared)                   # (B, 1, enc_dim), (B, 1, S)
+        ctx = ctx.reshape(B, self.enc_dim)
+        s = self.dec_cell(ops.concat([e, ctx], axis=-1), s)
+        return self.out(ops.concat([s, ctx], axis=-1)), s, w.reshape(B, -1)
+
+    def forward(self, src, tgt_in, src_lengths=None):
+        """Teacher forcing: tgt_in (B, T) starts with BOS. -> (logits (B, T, V), alignments (B, T, S) or None)."""
+        y = _ints(tgt_in, "tgt_in")
+        states, s, kpm = self.encode(src, src_lengths)
+        prepared = None if self.attn is None else self.attn.score.prepare_keys(states)  # once per source
+        logits, align = [], []
+        for t in range(y.shape[1]):
+            lg, s, w = self.step(y[:, t], s, states, prepared, kpm)
+            logits.append(lg)
+            align.append(w)
+        return ops.stack(logits, axis=1), (None if self.attn is None else ops.stack(align, axis=1))
+
+    @no_grad()
+    def greedy(self, src, max_len, bos, src_lengths=None):
+        """Greedy decoding -> (tokens (B, max_len) int array, alignments (B, max_len, S) array or None)."""
+        states, s, kpm = self.encode(src, src_lengths)
+        prepared = None if self.attn is None else self.attn.score.prepare_keys(states)
+        y = np.full(states.shape[0], bos, dtype=np.int64)
+        tokens, align = [], []
+        for _ in range(max_len):
+            lg, s, w = self.step(y, s, states, prepared, kpm)
+            y = lg.data.argmax(axis=-1)
+            tokens.append(y)
+            align.append(None if w is None else w.data)
+        return np.stack(tokens, axis=1), (None if self.attn is None else np.stack(align, axis=1))
