@@ -86,6 +86,8 @@ def env_info():
         "mygrad": mygrad.__version__ if mygrad is not None else None,
         "micrograd": "installed" if micrograd is not None else None,
         "cpu_count": os.cpu_count(),
+        # other processes on the machine skew absolute times (and 2-thread runs most): say how busy it was
+        "loadavg_1min": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
         "machine": platform.machine(),
         "blas": blas_info(),
         "env": {k: v for k, v in os.environ.items()

@@ -65,7 +65,9 @@ def markdown(records):
              "and 1.00 is the floor. Every implementation's gradients were checked against the floor's first.", "",
              f"Machine: {env.get('cpu')}, {env['cpu_count']} cores; Python {env['python']}, NumPy {env['numpy']}, "
              f"PyTorch {env['torch']}, MyGrad {env['mygrad']}, minigrad {env.get('minigrad')}; BLAS: {blas}; "
-             f"environment: {env['env'] or 'no OPENBLAS/OMP/MKL variables set'}.", ""]
+             f"environment: {env['env'] or 'no OPENBLAS/OMP/MKL variables set'}; "
+             f"1-minute load average at the start: {env.get('loadavg_1min')} (other processes skew absolute times, "
+             "2-thread runs most; ratios within a run are interleaved and so comparable).", ""]
     for n in sorted({r["threads"] for r in records}):
         recs = [r for r in records if r["threads"] == n]
         lines += [f"## {n} thread{'s' if n > 1 else ''}", "",
