@@ -412,3 +412,13 @@ def test_binary_ops_broadcast_property(shapes, op, seed):
     np.testing.assert_allclose(out.data, ref(*arrays), rtol=1e-12)
     assert mg.gradcheck(f, *ts)
     assert all(t.grad.shape == t.shape for t in ts)
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+def test_cross_entropy_all_targets_ignored_is_zero_not_nan(eps):
+    """ops.cross_entropy's stated choice (PyTorch gives NaN): loss 0 and a zero, finite gradient."""
+    x = mg.tensor(np.random.default_rng(0).standard_normal((3, 4)), requires_grad=True)
+    loss = mg.cross_entropy(x, np.full(3, -100), label_smoothing=eps)
+    assert loss.item() == 0.0
+    loss.backward()
+    np.testing.assert_array_equal(x.grad, 0.0)
