@@ -267,8 +267,19 @@ def run_backward(root, grad, retain_graph=False):
     ready = [root]
     while ready:
         node = ready.pop()
-        g, owned = grads.pop(id(node))
+        slot = grads.pop(id(node), None)
         backward = node._backward
+        if slot is None:  # every child returned None for this node: it still releases its parents
+            for p in node._parents:
+                if p.requires_grad:
+                    k = id(p)
+                    pending[k] -= 1
+                    if pending[k] == 0:
+                        ready.append(p)
+            if not retain_graph and backward is not None:
+                node._backward, node._parents = _freed, ()
+            continue
+        g, owned = slot
         if backward is None:  # a leaf: accumulate into .grad
             if node.grad is None:
                 node.grad = g if owned and type(g) is np.ndarray else np.array(g)
@@ -301,7 +312,7 @@ def run_backward(root, grad, retain_graph=False):
                 else:
                     slot[0], slot[1] = slot[0] + pg, True
             pending[k] -= 1
-            if pending[k] == 0 and k in grads:
+            if pending[k] == 0:
                 ready.append(p)
 
 from . import ops  # noqa: E402  (ops needs Tensor; Tensor's methods need ops at call time)

@@ -458,3 +458,21 @@ def test_tensor_basics():
     assert mg.tensor(t).data is t.data
     with pytest.raises(ValueError, match=r"ambiguous"):
         bool(t)
+
+
+def test_a_node_whose_children_all_return_none_still_releases_its_parents():
+    # y feeds only a Function that returns no gradient for it; w reaches the loss through y and directly
+    class Blocks(mg.Function):
+        @staticmethod
+        def forward(ctx, a, b):
+            return a + b
+
+        @staticmethod
+        def backward(ctx, g):
+            return g, None  # nothing for b
+
+    w = mg.tensor(np.array([1.0, 2.0]), requires_grad=True)
+    y = w * 3.0
+    out = Blocks.apply(w, y).sum() + (w * w).sum()
+    out.backward()
+    np.testing.assert_allclose(w.grad, 1.0 + 2 * w.data)  # not starved by y's missing gradient
