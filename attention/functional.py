@@ -15,7 +15,7 @@ from minigrad import Tensor
 from minigrad.ops import _make, as_tensor
 from minigrad.random import get_rng
 
-from .masks import (as_mask_array, causal_mask, check_broadcast, key_padding_to_attn_mask,  # noqa: F401
+from .masks import (as_bool_mask, as_mask_array, causal_mask, check_broadcast, key_padding_to_attn_mask,  # noqa: F401
                     padding_mask_from_lengths)
 
 
@@ -221,6 +221,7 @@ def masked_softmax(scores, allowed=None, axis=-1):
     x = scores.data
     if allowed is None:
         return scores.softmax(axis=axis)
+    allowed = as_bool_mask(allowed, "masked_softmax: allowed")
     check_broadcast(allowed, x.shape, "mask", "the scores")
     s = np.where(allowed, x, np.array(-np.inf, x.dtype))
     m = s.max(axis=axis, keepdims=True)

@@ -205,3 +205,15 @@ def _parity(torch, kdim, vdim, pad, mask, bias, dtype, tol):
         tp = dict(th.named_parameters())
         for n, p in ours.named_parameters():
             np.testing.assert_allclose(p.grad, tp[n].grad.numpy(), atol=tol, rtol=tol, err_msg=n)
+
+
+def test_float_key_padding_mask_equals_bool(float64):
+    m = MultiHeadAttention(4, 2)
+    x = t64(2, 3, 4)
+    kpm = padding_mask_from_lengths([3, 1], 3)
+    y1, w1 = m(x, key_padding_mask=kpm)
+    y2, w2 = m(x, key_padding_mask=np.where(kpm, -np.inf, 0.0))
+    np.testing.assert_array_equal(y1.data, y2.data)
+    np.testing.assert_array_equal(w1.data, w2.data)
+    bias = t64(2, 3)  # a learned additive bias per key gets its gradient through the fused op
+    assert mg.gradcheck(lambda x, b: m(x, key_padding_mask=b)[0], x, bias)
