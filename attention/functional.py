@@ -192,7 +192,7 @@ def _attend(q, k, v, packed, allowed, bias, dropout_p, scale, return_weights, tr
 
         def backward_w(gp):
             dq, dk, db = _backward_weights(gp, cache, scale, (True, True, with_bias))
-            return (np.stack(np.broadcast_arrays(dq, dk, np.zeros_like(dq))),) + ((db,) if with_bias else ())
+            return (np.stack(np.broadcast_arrays(dq, dk, np.zeros_like(dq))),) + ((db,) if with_bias else ())  # dv = 0
     else:
         def backward(g):  # (dq, dk, dv[, dmask]); the engine sums broadcast batch dims back
             dq, dk, dv, db = _backward_out(g, cache, scale, (q.requires_grad, k.requires_grad,
@@ -201,10 +201,7 @@ def _attend(q, k, v, packed, allowed, bias, dropout_p, scale, return_weights, tr
 
         def backward_w(gp):
             dq, dk, db = _backward_weights(gp, cache, scale, (q.requires_grad, k.requires_grad, with_bias))
-            # zeros, not None, for v: the engine (tensor.run_backward) never releases a node whose
-            # only incoming gradients are None, which would starve the parameters behind v
-            dv = np.zeros(v.shape, v.dtype) if v.requires_grad else None
-            return (dq, dk, dv) + ((db,) if with_bias else ())
+            return (dq, dk, None) + ((db,) if with_bias else ())  # the weights do not depend on v
 
     out_t = _make(out, parents, backward, "scaled_dot_product_attention")
     if not return_weights:
