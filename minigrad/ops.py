@@ -35,11 +35,13 @@ _SCALARS = (int, float, bool)
 
 
 def _scalar(x):
-    """x as a weak Python scalar if it is one (numbers, NumPy scalars count), else None."""
+    """x as a weak Python scalar if it is one (numbers, NumPy scalars, 0-d arrays), else None."""
     if type(x) in _SCALARS:
         return x
     if isinstance(x, (Number, np.generic)) and not isinstance(x, Tensor):
         return x.item() if isinstance(x, np.generic) else x
+    if isinstance(x, np.ndarray) and x.ndim == 0 and x.dtype.kind in "biuf":
+        return x.item()  # a 0-d array is a scalar too, as a 0-dim tensor is in PyTorch's promotion rules
     return None
 
 

@@ -476,3 +476,9 @@ def test_a_node_whose_children_all_return_none_still_releases_its_parents():
     out = Blocks.apply(w, y).sum() + (w * w).sum()
     out.backward()
     np.testing.assert_allclose(w.grad, 1.0 + 2 * w.data)  # not starved by y's missing gradient
+
+
+def test_zero_dim_numpy_array_is_a_weak_scalar_and_keeps_float32():
+    t = mg.tensor([1.0, 2.0], requires_grad=True)
+    for y in (t + np.array(2.0), np.array(2.0) - t, t * np.array(3.0), t / np.array(2.0)):
+        assert y.dtype == np.float32
