@@ -38,6 +38,8 @@ def _scalar(x):
     """x as a weak Python scalar if it is one (numbers, NumPy scalars, 0-d arrays), else None."""
     if type(x) in _SCALARS:
         return x
+    if isinstance(x, Tensor):  # before the slow ABC check below
+        return None
     if isinstance(x, (Number, np.generic)) and not isinstance(x, Tensor):
         return x.item() if isinstance(x, np.generic) else x
     if isinstance(x, np.ndarray) and x.ndim == 0 and x.dtype.kind in "biuf":
@@ -396,10 +398,11 @@ def min(a, axis=None, keepdims=False, dim=None):
 
 def _lse(x, axes):
     """Stable log-sum-exp with keepdims; rows that are all -inf give -inf (not NaN)."""
-    m = np.max(x, axis=axes, keepdims=True)
-    m = np.where(np.isfinite(m), m, 0)
+    m = x.max(axis=axes, keepdims=True)
+    if not np.isfinite(m).all():
+        m = np.where(np.isfinite(m), m, 0)
     with np.errstate(divide="ignore"):
-        return m + np.log(np.sum(np.exp(x - m), axis=axes, keepdims=True))
+        return m + np.log(np.exp(x - m).sum(axis=axes, keepdims=True))
 
 
 def logsumexp(a, axis=None, keepdims=False, dim=None):
@@ -779,19 +782,22 @@ def cross_entropy(logits, target, ignore_index=-100, label_smoothing=0.0, reduct
     # work on (M, C) rows: classes last
     xr = x if x.ndim == 2 else x.reshape(1, C) if x.ndim == 1 else np.moveaxis(x, 1, -1).reshape(-1, C)
     tr = t.reshape(-1)
-    valid = tr != ignore_index
-    all_valid = bool(valid.all())
+    # the common case, all targets in [0, C), costs two reductions; only then look for ignore_index
+    all_valid = tr.size == 0 or (0 <= tr.min() and tr.max() < C and not 0 <= ignore_index < C)
+    valid = True if all_valid else tr != ignore_index
     tv = tr if all_valid else np.where(valid, tr, 0)  # ignored rows point at class 0, then get weight 0
-    if tv.size and (tv.min() < 0 or tv.max() >= C):
+    if not all_valid and tv.size and (tv.min() < 0 or tv.max() >= C):
         bad = tv[(tv < 0) | (tv >= C)][0]
         raise IndexError(f"cross_entropy: target {bad} is out of range for {C} classes")
-    logp = xr - _lse(xr, (1,))
+    shifted = xr - xr.max(axis=1, keepdims=True)
+    with np.errstate(divide="ignore"):
+        logp = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
     rows = np.arange(len(tr))
     eps = label_smoothing
     loss = -logp[rows, tv]
     if eps:  # label smoothing: (1 - eps) on the target plus eps spread evenly over all C classes
         loss = (1 - eps) * loss - (eps / C) * logp.sum(axis=1)
-    count = len(tr) if all_valid else int(valid.sum())
+    count = len(tr) if all_valid else int(np.count_nonzero(valid))
     if not all_valid:
         loss = np.where(valid, loss, 0).astype(x.dtype, copy=False)
     if reduction == "mean":

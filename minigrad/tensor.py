@@ -147,7 +147,7 @@ class Tensor:
             if self.data.size != 1:
                 raise RuntimeError(f"backward: grad can be implicit only for a scalar output, got shape "
                                    f"{self.shape}; pass grad= of that shape (e.g. an array of ones)")
-            grad = np.ones_like(self.data)
+            grad = np.ones(self.data.shape, self.data.dtype)
         else:
             grad = grad.data if isinstance(grad, Tensor) else np.asarray(grad, dtype=self.dtype)
             if grad.shape != self.shape:
@@ -247,72 +247,72 @@ def _unbroadcast(g, shape, op):
 
 
 def run_backward(root, grad, retain_graph=False):
-    """Reverse-mode sweep from `root`, whose gradient is `grad`."""
+    """Reverse-mode sweep from `root`, whose gradient is `grad`.
+
+    Nodes are dict keys by identity (Tensor hashes as object; distinct live objects never compare).
+    """
     # 1. count, for each node, how many edges come into it from nodes that need its gradient
-    pending = {id(root): 0}
+    pending = {root: 0}
     stack = [root]
     while stack:
-        node = stack.pop()
-        for p in node._parents:
+        for p in stack.pop()._parents:
             if p.requires_grad:
-                k = id(p)
-                if k in pending:
-                    pending[k] += 1
+                if p in pending:
+                    pending[p] += 1
                 else:
-                    pending[k] = 1
+                    pending[p] = 1
                     stack.append(p)
     # 2. Kahn's walk: a node runs once all its children have handed it their gradient.
-    # grads[k] = [array, owned]; "owned" means no one else holds the array, so += in place is safe.
-    grads = {id(root): [grad, False]}
+    # `owned` holds the nodes whose summed gradient no one else references, so += in place is safe.
+    grads = {root: grad}
+    owned = set()
     ready = [root]
     while ready:
         node = ready.pop()
-        slot = grads.pop(id(node), None)
+        g = grads.pop(node, None)
         backward = node._backward
-        if slot is None:  # every child returned None for this node: it still releases its parents
-            for p in node._parents:
-                if p.requires_grad:
-                    k = id(p)
-                    pending[k] -= 1
-                    if pending[k] == 0:
-                        ready.append(p)
-            if not retain_graph and backward is not None:
-                node._backward, node._parents = _freed, ()
-            continue
-        g, owned = slot
+        parents = node._parents
         if backward is None:  # a leaf: accumulate into .grad
+            if g is None:
+                continue
             if node.grad is None:
-                node.grad = g if owned and type(g) is np.ndarray else np.array(g)
+                node.grad = g if node in owned and type(g) is np.ndarray else np.array(g)
             else:
                 node.grad += g  # the engine owns node.grad
             continue
-        parents = node._parents
-        pgrads = backward(g)
         if not retain_graph:
             node._backward, node._parents = _freed, ()
+        if g is None:  # every child returned None for this node: it still releases its parents
+            pgrads = (None,) * len(parents)
+        else:
+            pgrads = backward(g)
         for p, pg in zip(parents, pgrads):
             if not p.requires_grad:
                 continue
-            k = id(p)
             if pg is not None:
-                if pg.shape != p.data.shape:
-                    pg = _unbroadcast(pg, p.data.shape, node._op)
+                pd = p.data
+                if pg.shape != pd.shape:
+                    pg = _unbroadcast(pg, pd.shape, node._op)
                     fresh = True
                 else:
                     # a gradient passed through (g itself) or a view of something may be shared
                     fresh = pg is not g and pg.base is None
-                if pg.dtype != p.data.dtype:
-                    pg = pg.astype(p.data.dtype)
+                if pg.dtype is not pd.dtype and pg.dtype != pd.dtype:
+                    pg = pg.astype(pd.dtype)
                     fresh = True
-                slot = grads.get(k)
-                if slot is None:
-                    grads[k] = [pg, fresh]
-                elif slot[1]:
-                    slot[0] += pg
+                prev = grads.get(p)
+                if prev is None:
+                    grads[p] = pg
+                    if fresh:
+                        owned.add(p)
+                elif p in owned and type(prev) is np.ndarray:
+                    prev += pg
                 else:
-                    slot[0], slot[1] = slot[0] + pg, True
-            pending[k] -= 1
-            if pending[k] == 0:
+                    grads[p] = prev + pg
+                    owned.add(p)
+            n = pending[p] - 1
+            pending[p] = n
+            if n == 0:
                 ready.append(p)
 
 from . import ops  # noqa: E402  (ops needs Tensor; Tensor's methods need ops at call time)
