@@ -1,6 +1,7 @@
 """One random generator for the whole library (seeded by manual_seed), and sampling without gradient."""
 import numpy as np
 
+from .shape import _shape_arg
 from .tensor import Tensor, get_default_dtype
 
 _rng = np.random.default_rng()
@@ -17,20 +18,16 @@ def get_rng():
     return _rng
 
 
-def _shape(shape):
-    return tuple(shape[0]) if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else tuple(shape)
-
-
 def randn(*shape, requires_grad=False, dtype=None):
-    return Tensor(_rng.standard_normal(_shape(shape)).astype(dtype or get_default_dtype()), requires_grad)
+    return Tensor(_rng.standard_normal(_shape_arg(shape)).astype(dtype or get_default_dtype()), requires_grad)
 
 
 def rand(*shape, requires_grad=False, dtype=None):
-    return Tensor(_rng.random(_shape(shape)).astype(dtype or get_default_dtype()), requires_grad)
+    return Tensor(_rng.random(_shape_arg(shape)).astype(dtype or get_default_dtype()), requires_grad)
 
 
 def randint(low, high, shape):
-    return Tensor(_rng.integers(low, high, size=_shape((shape,) if isinstance(shape, int) else (shape,))))
+    return Tensor(_rng.integers(low, high, size=_shape_arg((shape,) if isinstance(shape, int) else (shape,))))
 
 
 def multinomial(probs, num_samples=1):

@@ -338,9 +338,15 @@ def test_op_row(r):
 
 
 def test_every_public_op_has_a_row():
-    """A new op in ops.py without a row in this table fails here."""
+    """A new op in ops.py, shape.py or fused.py without a row in this table fails here."""
+    modules = (ops.__name__, "minigrad.shape", "minigrad.fused")
     public = {name for name, f in vars(ops).items()
-              if inspect.isfunction(f) and f.__module__ == ops.__name__ and not name.startswith("_")}
+              if inspect.isfunction(f) and f.__module__ in modules and not name.startswith("_")}
+    # every op those modules define is reachable as ops.NAME
+    for mod in (mg.shape, mg.fused):
+        for name, f in vars(mod).items():
+            if inspect.isfunction(f) and f.__module__ == mod.__name__ and not name.startswith("_"):
+                assert getattr(ops, name, None) is f, f"{mod.__name__}.{name} is not re-exported by ops"
     aliases = {"cat": "concat"}
     tested_elsewhere = {"argmax", "argmin", "as_tensor"}  # no gradient: see test_engine_core.py
     covered = {c for r in ROWS for c in r.covers}

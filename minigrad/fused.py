@@ -1,0 +1,243 @@
+"""Fused kernels: one graph node for a whole hot computation whose backward is short.
+
+softmax and log_softmax, linear (x W^T + b), einsum, cross_entropy and layer_norm. Python overhead per
+node is the enemy of a NumPy engine, so these do whole-array work in a few NumPy calls each.
+"""
+import numpy as np
+
+from .ops import _axis, _lse, _make, _norm_axes, as_tensor
+from .tensor import Tensor
+
+# ---- softmax -------------------------------------------------------------------------------------
+
+def softmax(a, axis=None, dim=None):
+    """Stable softmax along one axis (fused: one node, short backward)."""
+    a = as_tensor(a)
+    axis = _axis(axis, dim)
+    if not isinstance(axis, (int, np.integer, type(None))):
+        raise TypeError(f"softmax: axis must be one int, got {axis!r}")
+    axis = _norm_axes(-1 if axis is None else axis, a.ndim, "softmax")
+    axis = axis[0] if axis else None  # None for a 0-d input
+    x = a.data
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    out = e / e.sum(axis=axis, keepdims=True)
+
+    def backward(g):  # d softmax: y * (g - sum(g * y))
+        gy = g * out
+        return (gy - out * gy.sum(axis=axis, keepdims=True),)
+    return _make(out, (a,), backward, "softmax")
+
+
+def log_softmax(a, axis=None, dim=None):
+    a = as_tensor(a)
+    axis = _axis(axis, dim)
+    if not isinstance(axis, (int, np.integer, type(None))):
+        raise TypeError(f"log_softmax: axis must be one int, got {axis!r}")
+    axis = _norm_axes(-1 if axis is None else axis, a.ndim, "log_softmax")
+    axis = axis[0] if axis else None  # None for a 0-d input
+    x = a.data
+    out = x - _lse(x, axis)
+
+    def backward(g):  # d log_softmax: g - softmax * sum(g)
+        return (g - np.exp(out) * g.sum(axis=axis, keepdims=True),)
+    return _make(out, (a,), backward, "log_softmax")
+
+
+# ---- linear and einsum ----------------------------------------------------------------------------
+
+def linear(x, weight, bias=None):
+    """x @ weight.T + bias, with weight (out, in) as in PyTorch; one node for the whole layer."""
+    x, weight = as_tensor(x), as_tensor(weight)
+    xd, w = x.data, weight.data
+    if w.ndim != 2 or xd.shape[-1:] != w.shape[1:]:
+        raise ValueError(f"linear: input (..., {w.shape[-1] if w.ndim else '?'}) expected by weight "
+                         f"{w.shape}, got input {xd.shape}")
+    x2 = xd.reshape(-1, w.shape[1])  # (N, in)
+    out = x2 @ w.T
+    if bias is not None:
+        bias = as_tensor(bias)
+        if bias.shape != (w.shape[0],):
+            raise ValueError(f"linear: bias of shape ({w.shape[0]},) expected, got {bias.shape}")
+        out += bias.data
+    out = out.reshape(*xd.shape[:-1], w.shape[0])
+
+    def backward(g):  # dx = g W, dW = g^T x, db = sum_N g
+        g2 = g.reshape(-1, w.shape[0])
+        gx = (g2 @ w).reshape(xd.shape) if x.requires_grad else None
+        gw = g2.T @ x2 if weight.requires_grad else None
+        if bias is None:
+            return gx, gw
+        return gx, gw, (g2.sum(axis=0) if bias.requires_grad else None)
+    parents = (x, weight) if bias is None else (x, weight, bias)
+    return _make(out, parents, backward, "linear")
+
+def _einsum_parse(subscripts, shapes):
+    """Split 'ab,bc->ac' into input and output index strings, expanding '...' to spare letters."""
+    subscripts = subscripts.replace(" ", "")
+    if "->" in subscripts:
+        lhs, rhs = subscripts.split("->")
+    else:
+        lhs, rhs = subscripts, None
+    ins = lhs.split(",")
+    if len(ins) != len(shapes):
+        raise ValueError(f"einsum: '{subscripts}' names {len(ins)} operands, got {len(shapes)}")
+    spare = [c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ" if c not in subscripts]
+    nell = 0
+    for s, shape in zip(ins, shapes):
+        if "..." in s:
+            nell = max(nell, len(shape) - (len(s) - 3))
+    ell = "".join(spare[:nell])
+    out_ins = []
+    for s, shape in zip(ins, shapes):
+        if "..." in s:
+            k = len(shape) - (len(s) - 3)
+            s = s.replace("...", ell[nell - k:])
+        if len(s) != len(shape):
+            raise ValueError(f"einsum: subscripts '{s}' do not fit an operand of shape {shape}")
+        if len(set(s)) != len(s):
+            raise ValueError(f"einsum: repeated index in one operand ('{s}', a diagonal) is not supported")
+        out_ins.append(s)
+    if rhs is None:  # implicit mode: indices seen once, in alphabetical order, after the ellipsis
+        counts = {}
+        for s in ins:
+            for c in s.replace("...", ""):
+                counts[c] = counts.get(c, 0) + 1
+        rhs = ell + "".join(sorted(c for c, n in counts.items() if n == 1))
+    else:
+        rhs = rhs.replace("...", ell)
+    return out_ins, rhs
+
+
+def einsum(subscripts, *operands):
+    """np.einsum with gradients: each operand's gradient is another einsum of g with the others."""
+    ts = [as_tensor(o) for o in operands]
+    arrays = [t.data for t in ts]
+    ins, out_sub = _einsum_parse(subscripts, [x.shape for x in arrays])
+    spec = ",".join(ins) + "->" + out_sub
+    try:
+        out = np.einsum(spec, *arrays, optimize=len(arrays) > 2)
+    except ValueError as e:
+        raise ValueError(f"einsum '{subscripts}' on shapes {[x.shape for x in arrays]}: {e}") from None
+
+    def backward(g):  # d/dX_i: contract g with every other operand onto X_i's indices
+        grads = []
+        for i, t in enumerate(ts):
+            if not t.requires_grad:
+                grads.append(None)
+                continue
+            others = ins[:i] + ins[i + 1:]
+            seen = set(out_sub).union(*others)
+            kept = "".join(c for c in ins[i] if c in seen)  # indices summed within X_i alone: broadcast
+            gi = np.einsum(",".join([out_sub] + others) + "->" + kept, g, *(arrays[:i] + arrays[i + 1:]),
+                           optimize=len(others) > 1)
+            if kept != ins[i]:
+                gi = np.expand_dims(gi, [ins[i].index(c) for c in ins[i] if c not in seen])
+                gi = np.broadcast_to(gi, arrays[i].shape)
+            grads.append(gi)
+        return grads
+    return _make(out, tuple(ts), backward, "einsum")
+
+
+# ---- fused losses and normalisation ------------------------------------------------------------
+
+def cross_entropy(logits, target, ignore_index=-100, label_smoothing=0.0, reduction="mean"):
+    """Softmax cross-entropy from class indices, as torch.nn.functional.cross_entropy.
+
+    logits (N, C) with target (N,), or (C,) with target (), or (N, C, d1, ...) with target (N, d1, ...).
+    """
+    logits = as_tensor(logits)
+    x = logits.data
+    t = target.data if isinstance(target, Tensor) else np.asarray(target)
+    if t.dtype.kind not in "iu":
+        raise TypeError(f"cross_entropy: target must hold integer class indices, got dtype {t.dtype}")
+    if x.ndim == 0 or (x.shape[:1] + x.shape[2:] if x.ndim > 1 else ()) != t.shape:
+        raise ValueError(f"cross_entropy: logits {x.shape} need target of shape "
+                         f"{(x.shape[:1] + x.shape[2:]) if x.ndim > 1 else ()}, got {t.shape}")
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError(f"cross_entropy: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
+    C = x.shape[0] if x.ndim == 1 else x.shape[1]
+    # work on (M, C) rows: classes last
+    xr = x if x.ndim == 2 else x.reshape(1, C) if x.ndim == 1 else np.moveaxis(x, 1, -1).reshape(-1, C)
+    tr = t.reshape(-1)
+    # the common case, all targets in [0, C), costs two reductions; only then look for ignore_index
+    all_valid = tr.size == 0 or (0 <= tr.min() and tr.max() < C and not 0 <= ignore_index < C)
+    valid = True if all_valid else tr != ignore_index
+    tv = tr if all_valid else np.where(valid, tr, 0)  # ignored rows point at class 0, then get weight 0
+    if not all_valid and tv.size and (tv.min() < 0 or tv.max() >= C):
+        bad = tv[(tv < 0) | (tv >= C)][0]
+        raise IndexError(f"cross_entropy: target {bad} is out of range for {C} classes")
+    shifted = xr - xr.max(axis=1, keepdims=True)
+    with np.errstate(divide="ignore"):
+        logp = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+    rows = np.arange(len(tr))
+    eps = label_smoothing
+    loss = -logp[rows, tv]
+    if eps:  # label smoothing: (1 - eps) on the target plus eps spread evenly over all C classes
+        loss = (1 - eps) * loss - (eps / C) * logp.sum(axis=1)
+    count = len(tr) if all_valid else int(np.count_nonzero(valid))
+    if not all_valid:
+        loss = np.where(valid, loss, 0).astype(x.dtype, copy=False)
+    if reduction == "mean":
+        # every target ignored: loss 0 and zero gradient (PyTorch returns NaN here; we never make NaN)
+        out = loss.sum() / (count or 1)
+    elif reduction == "sum":
+        out = loss.sum()
+    else:
+        out = loss.reshape(t.shape)
+
+    def backward(g):  # d CE / d logits = softmax - (1 - eps) onehot - eps / C, per valid row
+        d = np.exp(logp)
+        d[rows, tv] -= 1 - eps
+        if eps:
+            d -= eps / C
+        scale = g.reshape(-1, 1) if reduction == "none" else g / (count or 1) if reduction == "mean" else g
+        d *= scale if all_valid else scale * valid[:, None]
+        if x.ndim == 2:
+            return (d,)
+        if x.ndim == 1:
+            return (d.reshape(C),)
+        return (np.moveaxis(d.reshape(x.shape[:1] + x.shape[2:] + (C,)), -1, 1),)
+    return _make(np.asarray(out, dtype=x.dtype), (logits,), backward, "cross_entropy")
+
+
+def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """Normalise over the trailing `normalized_shape` dims, then scale and shift (one node)."""
+    if isinstance(normalized_shape, int):
+        normalized_shape = (normalized_shape,)
+    normalized_shape = tuple(normalized_shape)
+    k = len(normalized_shape)
+    x = as_tensor(x)
+    weight, bias = (None if p is None else as_tensor(p) for p in (weight, bias))
+    xd = x.data
+    if xd.shape[xd.ndim - k:] != normalized_shape:
+        raise ValueError(f"layer_norm: input {xd.shape} must end in normalized_shape {normalized_shape}")
+    for name, p in (("weight", weight), ("bias", bias)):
+        if p is not None and p.shape != normalized_shape:
+            raise ValueError(f"layer_norm: {name} must have shape {normalized_shape}, got {p.shape}")
+    axes = tuple(range(xd.ndim - k, xd.ndim))
+    mu = xd.mean(axis=axes, keepdims=True)
+    xc = xd - mu
+    rstd = 1.0 / np.sqrt((xc * xc).mean(axis=axes, keepdims=True) + eps)
+    xhat = xc * rstd
+    out = xhat
+    if weight is not None:
+        out = out * weight.data
+    if bias is not None:
+        out = out + bias.data
+    lead = tuple(range(xd.ndim - k))
+    n = int(np.prod(normalized_shape))
+
+    def backward(g):  # dx = rstd * (gh - mean(gh) - xhat * mean(gh * xhat)), gh = g * weight
+        gh = g * weight.data if weight is not None else g
+        gx = rstd * (gh - gh.mean(axis=axes, keepdims=True)
+                     - xhat * (gh * xhat).sum(axis=axes, keepdims=True) / n) if x.requires_grad else None
+        out_grads = [gx]
+        if weight is not None:
+            out_grads.append((g * xhat).sum(axis=lead) if weight.requires_grad else None)
+        if bias is not None:
+            out_grads.append(g.sum(axis=lead) if bias.requires_grad else None)
+        return out_grads
+    parents = (x,) + tuple(p for p in (weight, bias) if p is not None)
+    return _make(out, parents, backward, "layer_norm")

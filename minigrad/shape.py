@@ -1,0 +1,174 @@
+"""Shape ops: reshape, transpose, expand, squeeze, indexing, gather, concat, stack, pad.
+
+Each moves or copies data without arithmetic, so each backward only moves the gradient back (a reshape,
+an inverse permutation, a scatter-add, a crop). Plumbing (_make, as_tensor) is in ops.py.
+"""
+
+import numpy as np
+
+from .ops import _axis, _make, _norm_axes, as_tensor
+from .tensor import Tensor
+
+def _shape_arg(shape):
+    return tuple(shape[0]) if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else tuple(shape)
+
+
+def reshape(a, *shape):
+    a = as_tensor(a)
+    shape = _shape_arg(shape)
+    in_shape = a.shape
+    try:
+        out = a.data.reshape(shape)
+    except ValueError:
+        raise ValueError(f"reshape: cannot reshape {in_shape} ({a.size} elements) into {shape}") from None
+    return _make(out, (a,), lambda g: (g.reshape(in_shape),), "reshape")
+
+
+def flatten(a, start_dim=0, end_dim=-1):
+    a = as_tensor(a)
+    nd = a.ndim
+    s, e = start_dim % max(nd, 1), end_dim % max(nd, 1)
+    shape = a.shape[:s] + (-1,) + a.shape[e + 1:] if nd else (1,)
+    return reshape(a, shape)
+
+
+def transpose(a, *axes):
+    """Permute axes as NumPy (no axes: reverse them). Also available as permute."""
+    a = as_tensor(a)
+    axes = _shape_arg(axes)
+    nd = a.ndim
+    perm = tuple(range(nd))[::-1] if not axes else tuple(x % max(nd, 1) for x in axes)
+    if sorted(perm) != list(range(nd)):
+        raise ValueError(f"transpose: axes {axes} are not a permutation of the {nd} dims of {a.shape}")
+    inv = tuple(np.argsort(perm))
+    return _make(a.data.transpose(perm), (a,), lambda g: (g.transpose(inv),), "transpose")
+
+
+def swapaxes(a, axis1, axis2):
+    a = as_tensor(a)
+    nd = a.ndim
+    for ax in (axis1, axis2):
+        if not -nd <= ax < nd:
+            raise IndexError(f"swapaxes: axis {ax} is out of range for shape {a.shape}")
+    return _make(np.swapaxes(a.data, axis1, axis2), (a,), lambda g: (np.swapaxes(g, axis1, axis2),), "swapaxes")
+
+
+def expand(a, *shape):
+    """Broadcast to `shape` (-1 keeps a dim); the engine sums the gradient back."""
+    a = as_tensor(a)
+    shape = _shape_arg(shape)
+    lead = len(shape) - a.ndim
+    shape = tuple(a.shape[i - lead] if n == -1 else n for i, n in enumerate(shape))
+    try:
+        out = np.broadcast_to(a.data, shape)
+    except ValueError:
+        raise ValueError(f"expand: cannot broadcast {a.shape} to {shape}") from None
+    return _make(out, (a,), lambda g: (g,), "expand")
+
+
+def squeeze(a, axis=None, dim=None):
+    a = as_tensor(a)
+    axis = _axis(axis, dim)
+    if axis is None:
+        shape = tuple(n for n in a.shape if n != 1)
+    else:
+        axes = _norm_axes(axis, a.ndim, "squeeze")
+        shape = tuple(n for i, n in enumerate(a.shape) if not (i in axes and n == 1))  # as torch: skip non-1
+    return reshape(a, shape)
+
+
+def unsqueeze(a, axis=None, dim=None):
+    a = as_tensor(a)
+    axis = _axis(axis, dim)
+    if axis is None:
+        raise TypeError("unsqueeze: axis (or dim) is required")
+    nd = a.ndim + 1
+    if not -nd <= axis < nd:
+        raise IndexError(f"unsqueeze: axis {axis} is out of range for a result with {nd} dims")
+    axis %= nd
+    return reshape(a, a.shape[:axis] + (1,) + a.shape[axis:])
+
+
+def _index(index):
+    """Tensors inside an index become arrays; tells whether the index is advanced (may repeat)."""
+    items = index if isinstance(index, tuple) else (index,)
+    items = tuple(i.data if isinstance(i, Tensor) else i for i in items)
+    # integer arrays may repeat an index, so their backward must add (np.add.at); masks and slices cannot
+    advanced = any(isinstance(i, list) or (isinstance(i, np.ndarray) and i.dtype != bool) for i in items)
+    return (items if isinstance(index, tuple) else items[0]), advanced
+
+
+def getitem(a, index):
+    """Basic and advanced indexing; backward scatters (and adds, for repeated indices) into zeros."""
+    a = as_tensor(a)
+    index, advanced = _index(index)
+    try:
+        out = a.data[index]
+    except IndexError as e:
+        raise IndexError(f"getitem: index {index!r} into shape {a.shape}: {e}") from None
+
+    def backward(g):  # scatter-add g into a zero array shaped like the input
+        full = np.zeros(a.shape, dtype=g.dtype)
+        if advanced:
+            np.add.at(full, index, g)
+        else:
+            full[index] = g
+        return (full,)
+    return _make(out, (a,), backward, "getitem")
+
+
+def gather(a, axis, index):
+    """out[i][j] = a[i][index[i][j]] along `axis`, as torch.gather."""
+    a = as_tensor(a)
+    idx = index.data if isinstance(index, Tensor) else np.asarray(index)
+    if idx.ndim != a.ndim:
+        raise ValueError(f"gather: index must have the input's {a.ndim} dims, got shape {idx.shape}")
+    out = np.take_along_axis(a.data, idx, axis=axis)
+
+    def backward(g):
+        full = np.zeros(a.shape, dtype=g.dtype)
+        np.put_along_axis(full, idx, 0, axis=axis)  # shape check only
+        grids = list(np.indices(idx.shape, sparse=True))
+        grids[axis] = idx
+        np.add.at(full, tuple(grids), g)
+        return (full,)
+    return _make(out, (a,), backward, "gather")
+
+
+def concat(tensors, axis=0, dim=None):
+    axis = _axis(axis if axis != 0 or dim is None else None, dim)
+    ts = [as_tensor(t) for t in tensors]
+    if not ts:
+        raise ValueError("concat: needs at least one tensor")
+    try:
+        out = np.concatenate([t.data for t in ts], axis=axis)
+    except ValueError:
+        raise ValueError(f"concat: shapes {[t.shape for t in ts]} differ off axis {axis}") from None
+    splits = np.cumsum([t.shape[axis] for t in ts])[:-1]
+    return _make(out, tuple(ts), lambda g: np.split(g, splits, axis=axis), "concat")  # g cut into pieces
+
+
+cat = concat
+
+
+def stack(tensors, axis=0, dim=None):
+    axis = _axis(axis if axis != 0 or dim is None else None, dim)
+    ts = [as_tensor(t) for t in tensors]
+    if not ts:
+        raise ValueError("stack: needs at least one tensor")
+    if len({t.shape for t in ts}) > 1:
+        raise ValueError(f"stack: all shapes must be equal, got {[t.shape for t in ts]}")
+    out = np.stack([t.data for t in ts], axis=axis)
+    n = len(ts)
+    return _make(out, tuple(ts), lambda g: [np.take(g, i, axis=axis) for i in range(n)], "stack")
+
+
+def pad(a, pad_width, value=0.0):
+    """Constant padding with NumPy's pad_width: an int, (before, after), or one pair per axis."""
+    a = as_tensor(a)
+    pw = np.broadcast_to(np.asarray(pad_width, dtype=np.int64), (a.ndim, 2)) if a.ndim else np.zeros((0, 2), int)
+    if (pw < 0).any():
+        raise ValueError(f"pad: widths must be non-negative, got {pad_width}")
+    out = np.pad(a.data, pw, constant_values=value)
+    crop = tuple(slice(b, b + n) for (b, _), n in zip(pw, a.shape))
+    return _make(out, (a,), lambda g: (g[crop],), "pad")  # the gradient of the border is dropped
