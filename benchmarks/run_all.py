@@ -53,6 +53,43 @@ def _cell(rec, column):
     return "—" if any(_column(n) == column for n in rec["skipped"]) else ""
 
 
+def summary(records, n):
+    """The summary table for n threads in the issue's layout, and for 1 thread the targets met or not."""
+    recs = [r for r in records if r["threads"] == n]
+    lines = ["| workload | " + " | ".join(COLUMNS) + " |", "|---" * (len(COLUMNS) + 1) + "|"]
+    for r in recs:
+        lines.append(f"| {r['workload']} | " + " | ".join(_cell(r, c) for c in COLUMNS) + " |")
+    if n != 1:
+        return lines
+    lines += ["", "Targets for minigrad (issue 4, 1 thread):", ""]
+    for r in recs:
+        res = r["results"]
+        if r["workload"] in TARGETS:
+            col, target = TARGETS[r["workload"]]
+            best = min((st["ratio"], name) for name, st in res.items() if _column(name) == col)
+            lines.append(f"- {r['workload']}: ≤ {target:.2f}× — best {best[1]} {best[0]:.2f}× "
+                         f"({'met' if best[0] <= target else 'not met'})")
+        elif "torch" in res and "minigrad" in res:
+            m, t = res["minigrad"]["median_s"], res["torch"]["median_s"]
+            lines.append(f"- {r['workload']}: per op below PyTorch eager's — minigrad {fmt_time(m)}, "
+                         f"torch {fmt_time(t)} ({'met' if m < t else 'not met'})")
+    return lines
+
+
+def update_readme(path, records):
+    """Replace the README's block between the bench markers with this run's 1-thread summary."""
+    text = Path(path).read_text()
+    start, end = "<!-- benchmarks:start -->", "<!-- benchmarks:end -->"
+    if start not in text or end not in text:
+        return False
+    head, rest = text.split(start, 1)
+    tail = rest.split(end, 1)[1]
+    block = [f"Run {records[0]['run_id']} (`benchmarks/run_all.py`{', --quick' if records[0]['quick'] else ''}):", ""]
+    block += summary(records, 1)
+    Path(path).write_text(head + start + "\n" + "\n".join(block) + "\n" + end + tail)
+    return True
+
+
 def markdown(records):
     """RESULTS.md: a summary per thread count in the issue's layout, then every implementation in detail."""
     env = records[0]["env"]
@@ -69,26 +106,7 @@ def markdown(records):
              f"1-minute load average at the start: {env.get('loadavg_1min')} (other processes skew absolute times, "
              "2-thread runs most; ratios within a run are interleaved and so comparable).", ""]
     for n in sorted({r["threads"] for r in records}):
-        recs = [r for r in records if r["threads"] == n]
-        lines += [f"## {n} thread{'s' if n > 1 else ''}", "",
-                  "| workload | " + " | ".join(COLUMNS) + " |", "|---" * (len(COLUMNS) + 1) + "|"]
-        for r in recs:
-            lines.append(f"| {r['workload']} | " + " | ".join(_cell(r, c) for c in COLUMNS) + " |")
-        lines.append("")
-        if n == 1:
-            lines += ["Targets for minigrad (issue 4, 1 thread):", ""]
-            for r in recs:
-                res = r["results"]
-                if r["workload"] in TARGETS:
-                    col, target = TARGETS[r["workload"]]
-                    best = min((st["ratio"], name) for name, st in res.items() if _column(name) == col)
-                    lines.append(f"- {r['workload']}: ≤ {target:.2f}× — best {best[1]} {best[0]:.2f}× "
-                                 f"({'met' if best[0] <= target else 'not met'})")
-                elif "torch" in res and "minigrad" in res:
-                    m, t = res["minigrad"]["median_s"], res["torch"]["median_s"]
-                    lines.append(f"- {r['workload']}: per op below PyTorch eager's — minigrad {fmt_time(m)}, "
-                                 f"torch {fmt_time(t)} ({'met' if m < t else 'not met'})")
-            lines.append("")
+        lines += [f"## {n} thread{'s' if n > 1 else ''}", ""] + summary(records, n) + [""]
     lines += ["## Details", "", "| workload | threads | implementation | median | q1 – q3 | × floor | rounds × calls |",
               "|---|---|---|---|---|---|---|"]
     for r in records:
@@ -111,6 +129,8 @@ def main():
     p.add_argument("--budget", type=float, default=20.0, help="seconds of timing per workload and thread count")
     p.add_argument("--check", action="store_true", help="only run every benchmark's gradient check")
     p.add_argument("--markdown", default=str(HERE / "RESULTS.md"), help="where to write the table")
+    p.add_argument("--readme", default=str(HERE.parent / "README.md"),
+                   help="README whose benchmark block (between its markers) gets this run's summary")
     args = p.parse_args()
     if args.check:
         for key in args.only:
@@ -123,6 +143,8 @@ def main():
     with open(RESULTS_JSONL) as f:
         records = [rec for rec in map(json.loads, f) if rec["run_id"] == run_id]
     Path(args.markdown).write_text(markdown(records))
+    if 1 in args.threads and set(args.only) == set(BENCHMARKS) and update_readme(args.readme, records):
+        print(f"README benchmark block updated: {args.readme}")
     print(f"\n{len(records)} records appended to {RESULTS_JSONL}; table written to {args.markdown} "
           f"({time.perf_counter() - t0:.0f} s)")
 
