@@ -349,31 +349,8 @@ class LSTMCell(_RNNCellBase):
         return o * ops.tanh(c), c
 
 
-class Sequential(Module):
-    """Modules applied in order, named '0', '1', ... as in PyTorch."""
-
-    def __init__(self, *modules):
-        super().__init__()
-        for i, m in enumerate(modules):
-            setattr(self, str(i), m)
-
-    def __getitem__(self, i):
-        return list(self._modules.values())[i]
-
-    def __len__(self):
-        return len(self._modules)
-
-    def __iter__(self):
-        return iter(self._modules.values())
-
-    def forward(self, x):
-        for m in self._modules.values():
-            x = m(x)
-        return x
-
-
 class ModuleList(Module):
-    """A list of modules, registered under '0', '1', ..."""
+    """A list of modules, registered under '0', '1', ... as in PyTorch."""
 
     def __init__(self, modules=()):
         super().__init__()
@@ -392,6 +369,18 @@ class ModuleList(Module):
 
     def __iter__(self):
         return iter(self._modules.values())
+
+
+class Sequential(ModuleList):
+    """Modules applied in order, named '0', '1', ... as in PyTorch."""
+
+    def __init__(self, *modules):
+        super().__init__(modules)
+
+    def forward(self, x):
+        for m in self._modules.values():
+            x = m(x)
+        return x
 
 
 class _Activation(Module):
