@@ -7,7 +7,8 @@ import math
 
 import numpy as np
 
-from benchmarks.common import Impl, anp, as_numpy, autograd, micrograd, minigrad_graph_dtypes, missing, mygrad, torch
+from benchmarks.common import (RESULTS_JSONL, Impl, anp, as_numpy, autograd, check_impls, make_impls, micrograd,
+                               minigrad_graph_dtypes, missing, mygrad, run_workload, torch)
 
 LR = 0.1
 NAMES = ("W1", "b1", "W2", "b2")  # torch.nn.Linear layout: W (out, in)
@@ -266,10 +267,22 @@ def build(sizes, batch, dtype, with_micrograd, seed=0):
               "autograd (HIPS)": autograd_impl, "mygrad": mygrad_impl}
     if with_micrograd is True:
         makers["micrograd"] = micrograd_impl
-    impls, notes = {}, {}
-    for name, make in makers.items():
-        r = make(params, x, y)
-        (notes if isinstance(r, str) else impls)[name] = r
+    impls, notes = make_impls(makers, params, x, y)
     if isinstance(with_micrograd, str):
         notes["micrograd"] = with_micrograd
     return impls, notes
+
+
+def check(sizes, batch, with_micrograd, impl=None):
+    """At a tiny size, float64: every implementation's loss, gradients and SGD step equal the floor's."""
+    impls, notes = build(sizes, batch, np.float64, with_micrograd=with_micrograd)
+    return check_impls(impls, notes, np.float64, rtol=1e-10, atol=1e-12, only=impl)
+
+
+def run(workload, sizes, batch, with_micrograd, tol, threads=(1, 2), quick=False, budget_s=20.0, save=True,
+        run_id=None):
+    """Time one SGD step at `sizes` and `batch` in float32; `tol` = (rtol, atol) for the pre-timing check."""
+    return run_workload(workload, lambda: build(sizes, batch, np.float32, with_micrograd=with_micrograd),
+                        tol=tol, threads=threads, budget_s=budget_s, quick=quick, run_id=run_id,
+                        out=RESULTS_JSONL if save else None,
+                        config={"sizes": sizes, "batch": batch, "dtype": "float32", "lr": LR})

@@ -13,8 +13,8 @@ if __package__ in (None, ""):  # run as a script: make the `benchmarks` package 
 import numpy as np
 
 from benchmarks.common import (RESULTS_JSONL, Impl, anp, as_numpy, autograd, bump_recursion_limit, check_impls,
-                               micrograd, minigrad_graph_dtypes, missing, mygrad, print_check, run_workload,
-                               standard_args, torch)
+                               main, make_impls, micrograd, minigrad_graph_dtypes, missing, mygrad, run_workload,
+                               torch)
 
 WORKLOAD = "1,000 chained add/mul on 4 floats, fwd+bwd"
 N_OPS, WIDTH = 1000, 4
@@ -28,6 +28,22 @@ def make_data(n_ops, dtype, seed=0):
     a = rng.uniform(0.995, 1.0, WIDTH).astype(dtype)
     b = rng.uniform(-0.01, 0.01, WIDTH).astype(dtype)
     return x, a, b, n_ops // 2
+
+
+def chain(x, a, b, pairs):
+    """The workload's forward in any framework whose arrays have * + and .sum(): y = y * a + b, `pairs` times."""
+    y = x
+    for _ in range(pairs):
+        y = y * a
+        y = y + b
+    return y.sum()
+
+
+def cleared_chain(leaves, pairs):
+    """minigrad and torch accumulate into .grad: clear the leaves' gradients, then run the chain on them."""
+    for t in leaves:
+        t.grad = None
+    return chain(*leaves, pairs)
 
 
 def numpy_impl(x, a, b, pairs):
@@ -57,35 +73,18 @@ def numpy_impl(x, a, b, pairs):
 
 def numpy_forward_impl(x, a, b, pairs):
     """Forward only (no backward): the bare cost of 1,000 NumPy calls on 4 floats, for reference."""
-    def fwd():
-        y = x
-        for _ in range(pairs):
-            y = y * a
-            y = y + b
-        return y.sum()
-    return Impl(fwd, None)
+    return Impl(lambda: chain(x, a, b, pairs), None)
 
 
 def minigrad_impl(x, a, b, pairs):
     from minigrad import Tensor
-    xt, at, bt = (Tensor(v.copy(), requires_grad=True) for v in (x, a, b))
-
-    def forward():
-        y = xt
-        for _ in range(pairs):
-            y = y * at
-            y = y + bt
-        return y.sum()
+    leaves = xt, at, bt = tuple(Tensor(v.copy(), requires_grad=True) for v in (x, a, b))
 
     def step():
-        for t in (xt, at, bt):
-            t.grad = None
-        forward().backward()
+        cleared_chain(leaves, pairs).backward()
 
     def grads():
-        for t in (xt, at, bt):
-            t.grad = None
-        loss = forward()
+        loss = cleared_chain(leaves, pairs)
         dtypes = minigrad_graph_dtypes(loss)
         loss.backward()
         out = {"loss": loss.data, "x": xt.grad, "a": at.grad, "b": bt.grad}
@@ -97,24 +96,13 @@ def minigrad_impl(x, a, b, pairs):
 def torch_impl(x, a, b, pairs):
     if torch is None:
         return missing(torch, "torch")
-    xt, at, bt = (torch.tensor(v, requires_grad=True) for v in (x, a, b))
-
-    def forward():
-        y = xt
-        for _ in range(pairs):
-            y = y * at
-            y = y + bt
-        return y.sum()
+    leaves = xt, at, bt = tuple(torch.tensor(v, requires_grad=True) for v in (x, a, b))
 
     def step():
-        for t in (xt, at, bt):
-            t.grad = None
-        forward().backward()
+        cleared_chain(leaves, pairs).backward()
 
     def grads():
-        for t in (xt, at, bt):
-            t.grad = None
-        loss = forward()
+        loss = cleared_chain(leaves, pairs)
         loss.backward()
         return {"loss": as_numpy(loss), "x": as_numpy(xt.grad), "a": as_numpy(at.grad), "b": as_numpy(bt.grad)}
     return Impl(step, grads)
@@ -144,18 +132,11 @@ def mygrad_impl(x, a, b, pairs):
         return missing(mygrad, "mygrad")
     xt, at, bt = (mygrad.Tensor(v.copy()) for v in (x, a, b))
 
-    def forward():
-        y = xt
-        for _ in range(pairs):
-            y = y * at
-            y = y + bt
-        return y.sum()
-
     def step():
-        forward().backward()  # MyGrad sets (not accumulates) .grad on each backward
+        chain(xt, at, bt, pairs).backward()  # MyGrad sets (not accumulates) .grad on each backward
 
     def grads():
-        loss = forward()
+        loss = chain(xt, at, bt, pairs)
         loss.backward()
         return {"loss": as_numpy(loss), "x": xt.grad, "a": at.grad, "b": bt.grad}
     return Impl(step, grads)
@@ -196,11 +177,7 @@ def build(n_ops, dtype, seed=0):
     makers = {"numpy floor": numpy_impl, "numpy fwd only": numpy_forward_impl, "minigrad": minigrad_impl,
               "torch": torch_impl, "autograd (HIPS)": autograd_impl, "mygrad": mygrad_impl,
               "micrograd": micrograd_impl}
-    impls, notes = {}, {}
-    for name, make in makers.items():
-        r = make(*data)
-        (notes if isinstance(r, str) else impls)[name] = r
-    return impls, notes
+    return make_impls(makers, *data)
 
 
 def check(impl=None):
@@ -216,8 +193,4 @@ def run(threads=(1, 2), quick=False, budget_s=20.0, save=True, run_id=None):
 
 
 if __name__ == "__main__":
-    args = standard_args(__doc__.splitlines()[0]).parse_args()
-    if args.check:
-        print_check(WORKLOAD, check())
-    else:
-        run(args.threads, args.quick, args.budget, not args.no_save, args.run_id)
+    main(__doc__, WORKLOAD, check, run)

@@ -15,8 +15,8 @@ if __package__ in (None, ""):  # run as a script: make the `benchmarks` package 
 
 import numpy as np
 
-from benchmarks.common import (RESULTS_JSONL, Impl, anp, as_numpy, autograd, check_impls, minigrad_graph_dtypes,
-                               missing, mygrad, print_check, run_workload, standard_args, torch)
+from benchmarks.common import (RESULTS_JSONL, Impl, anp, as_numpy, autograd, check_impls, main, make_impls,
+                               minigrad_graph_dtypes, missing, mygrad, run_workload, torch)
 
 WORKLOAD = "multi-head self-attention, B=8 T=128 E=64 H=4, fwd+bwd"
 SHAPE = dict(B=8, T=128, E=64, H=4)
@@ -290,11 +290,7 @@ def build(B, T, E, H, dtype, seed=0):
               "minigrad (attention.MultiHeadAttention)": minigrad_module_impl,
               "torch (nn.MultiheadAttention)": torch_module_impl, "torch (Tensor ops)": torch_ops_impl,
               "autograd (HIPS)": autograd_impl, "mygrad": mygrad_impl}
-    impls, notes = {}, {}
-    for name, make in makers.items():
-        r = make(p, x, g, H)
-        (notes if isinstance(r, str) else impls)[name] = r
-    return impls, notes
+    return make_impls(makers, p, x, g, H)
 
 
 def check(impl=None):
@@ -310,8 +306,4 @@ def run(threads=(1, 2), quick=False, budget_s=20.0, save=True, run_id=None):
 
 
 if __name__ == "__main__":
-    args = standard_args(__doc__.splitlines()[0]).parse_args()
-    if args.check:
-        print_check(WORKLOAD, check())
-    else:
-        run(args.threads, args.quick, args.budget, not args.no_save, args.run_id)
+    main(__doc__, WORKLOAD, check, run)

@@ -126,6 +126,15 @@ class pinned_threads:
             torch.set_num_threads(self._torch)
 
 
+def make_impls(makers, *data):
+    """(impls, notes): each maker called on the same data gives an Impl, or a skip note (a str)."""
+    impls, notes = {}, {}
+    for name, make in makers.items():
+        r = make(*data)
+        (notes if isinstance(r, str) else impls)[name] = r
+    return impls, notes
+
+
 # ---- checks --------------------------------------------------------------------------------------
 
 def as_numpy(x):
@@ -357,6 +366,15 @@ def print_check(workload, status):
     print(f"{workload}: check passed")
     for name, note in status.items():
         print(f"  {name}: {'gradients equal the floor' if note is None else note}")
+
+
+def main(doc, workload, check, run):
+    """A benchmark script's command line: its `check` (--check) or its `run`, described by its docstring."""
+    args = standard_args(doc.splitlines()[0]).parse_args()
+    if args.check:
+        print_check(workload, check())
+    else:
+        run(args.threads, args.quick, args.budget, not args.no_save, args.run_id)
 
 
 def bump_recursion_limit(n):

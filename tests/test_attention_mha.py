@@ -4,20 +4,10 @@ import pytest
 
 import minigrad as mg
 from attention import MultiHeadAttention, causal_mask, padding_mask_from_lengths
+from helpers import t64_maker, using_dtype
 
 rng = np.random.default_rng(1)
-
-
-@pytest.fixture
-def float64():
-    old = mg.get_default_dtype()
-    mg.set_default_dtype(np.float64)
-    yield
-    mg.set_default_dtype(old)
-
-
-def t64(*shape, grad=True):
-    return mg.tensor(rng.standard_normal(shape), requires_grad=grad)
+t64 = t64_maker(rng)
 
 
 def test_state_dict_names_shapes_and_init():
@@ -142,12 +132,8 @@ CONFIGS = [  # (kdim, vdim, key padding, attn_mask kind, bias)
 @pytest.mark.parametrize("kdim,vdim,pad,mask,bias", CONFIGS)
 def test_torch_parity(kdim, vdim, pad, mask, bias, dtype, tol):
     torch = pytest.importorskip("torch")
-    old = mg.get_default_dtype()
-    mg.set_default_dtype(dtype)
-    try:
+    with using_dtype(dtype):
         _parity(torch, kdim, vdim, pad, mask, bias, dtype, tol)
-    finally:
-        mg.set_default_dtype(old)
 
 
 def _parity(torch, kdim, vdim, pad, mask, bias, dtype, tol):

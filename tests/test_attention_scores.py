@@ -7,20 +7,11 @@ import pytest
 import minigrad as mg
 from attention import (AdditiveScore, Attention, CosineScore, DotScore, GeneralScore, ScaledDotScore, make_score,
                        padding_mask_from_lengths, scaled_dot_product_attention)
+from helpers import t64_maker
 
 rng = np.random.default_rng(2)
-
-
-@pytest.fixture(autouse=True)
-def float64():
-    old = mg.get_default_dtype()
-    mg.set_default_dtype(np.float64)
-    yield
-    mg.set_default_dtype(old)
-
-
-def t64(*shape, grad=True):
-    return mg.tensor(rng.standard_normal(shape), requires_grad=grad)
+t64 = t64_maker(rng)
+pytestmark = pytest.mark.usefixtures("float64")  # every test runs in float64 (conftest.py)
 
 
 def test_score_values_against_formulas():

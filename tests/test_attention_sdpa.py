@@ -7,12 +7,10 @@ import pytest
 import minigrad as mg
 from attention import (causal_mask, key_padding_to_attn_mask, masked_softmax, padding_mask_from_lengths,
                        scaled_dot_product_attention as sdpa)
+from helpers import t64_maker
 
 rng = np.random.default_rng(0)
-
-
-def t64(*shape, grad=True):
-    return mg.tensor(rng.standard_normal(shape), requires_grad=grad)
+t64 = t64_maker(rng)
 
 
 def naive(q, k, v, allowed=None, bias=None, scale=None):

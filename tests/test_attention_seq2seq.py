@@ -6,14 +6,7 @@ import minigrad as mg
 from attention import AdditiveScore, Seq2Seq
 
 rng = np.random.default_rng(4)
-
-
-@pytest.fixture(autouse=True)
-def float64():
-    old = mg.get_default_dtype()
-    mg.set_default_dtype(np.float64)
-    yield
-    mg.set_default_dtype(old)
+pytestmark = pytest.mark.usefixtures("float64")  # every test runs in float64 (conftest.py)
 
 
 @pytest.mark.parametrize("attention,bidir", [(None, False), ("additive", True), ("general", False)])

@@ -5,20 +5,11 @@ import pytest
 import minigrad as mg
 from attention import (LearnedPositionalEncoding, SinusoidalPositionalEncoding, TransformerDecoderLayer,
                        TransformerEncoderLayer, causal_mask, padding_mask_from_lengths)
+from helpers import t64_maker
 
 rng = np.random.default_rng(3)
-
-
-@pytest.fixture(autouse=True)
-def float64():
-    old = mg.get_default_dtype()
-    mg.set_default_dtype(np.float64)
-    yield
-    mg.set_default_dtype(old)
-
-
-def t64(*shape, grad=True):
-    return mg.tensor(rng.standard_normal(shape), requires_grad=grad)
+t64 = t64_maker(rng)
+pytestmark = pytest.mark.usefixtures("float64")  # every test runs in float64 (conftest.py)
 
 
 def test_encoder_layer_gradcheck_with_padding():

@@ -11,14 +11,6 @@ import minigrad as mg
 from minigrad import nn, optim
 
 
-@pytest.fixture
-def float64():
-    old = mg.get_default_dtype()
-    mg.set_default_dtype(np.float64)
-    yield
-    mg.set_default_dtype(old)
-
-
 class Block(nn.Module):
     def __init__(self):
         super().__init__()

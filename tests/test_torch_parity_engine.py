@@ -11,14 +11,6 @@ from minigrad import nn, optim  # noqa: E402
 torch.set_num_threads(1)
 
 
-@pytest.fixture
-def float64():
-    old = mg.get_default_dtype()
-    mg.set_default_dtype(np.float64)
-    yield
-    mg.set_default_dtype(old)
-
-
 def both(arrays):
     """The same float64 data as minigrad and torch leaves."""
     return ([mg.tensor(a.copy(), requires_grad=True) for a in arrays],
