@@ -10,31 +10,33 @@ from .tensor import Tensor
 
 # ---- softmax -------------------------------------------------------------------------------------
 
+def _one_axis(op, axis, dim, ndim):
+    """The single axis a softmax runs over (the last by default); None for a 0-d input."""
+    axis = _axis(axis, dim)
+    if not isinstance(axis, (int, np.integer, type(None))):
+        raise TypeError(f"{op}: axis must be one int, got {axis!r}")
+    axes = _norm_axes(-1 if axis is None else axis, ndim, op)
+    return axes[0] if axes else None
+
+
 def softmax(a, axis=None, dim=None):
     """Stable softmax along one axis (fused: one node, short backward)."""
     a = as_tensor(a)
-    axis = _axis(axis, dim)
-    if not isinstance(axis, (int, np.integer, type(None))):
-        raise TypeError(f"softmax: axis must be one int, got {axis!r}")
-    axis = _norm_axes(-1 if axis is None else axis, a.ndim, "softmax")
-    axis = axis[0] if axis else None  # None for a 0-d input
+    axis = _one_axis("softmax", axis, dim, a.ndim)
     x = a.data
-    e = np.exp(x - x.max(axis=axis, keepdims=True))
-    out = e / e.sum(axis=axis, keepdims=True)
+    out = np.exp(x - x.max(axis=axis, keepdims=True))
+    out /= out.sum(axis=axis, keepdims=True)  # in place: no third (..., N) buffer
 
     def backward(g):  # d softmax: y * (g - sum(g * y))
         gy = g * out
-        return (gy - out * gy.sum(axis=axis, keepdims=True),)
+        gy -= out * gy.sum(axis=axis, keepdims=True)
+        return (gy,)
     return _make(out, (a,), backward, "softmax")
 
 
 def log_softmax(a, axis=None, dim=None):
     a = as_tensor(a)
-    axis = _axis(axis, dim)
-    if not isinstance(axis, (int, np.integer, type(None))):
-        raise TypeError(f"log_softmax: axis must be one int, got {axis!r}")
-    axis = _norm_axes(-1 if axis is None else axis, a.ndim, "log_softmax")
-    axis = axis[0] if axis else None  # None for a 0-d input
+    axis = _one_axis("log_softmax", axis, dim, a.ndim)
     x = a.data
     out = x - _lse(x, axis)
 
