@@ -54,24 +54,29 @@ def linear(x, weight, bias=None):
     if w.ndim != 2 or xd.shape[-1:] != w.shape[1:]:
         raise ValueError(f"linear: input (..., {w.shape[-1] if w.ndim else '?'}) expected by weight "
                          f"{w.shape}, got input {xd.shape}")
-    x2 = xd.reshape(-1, w.shape[1])  # (N, in)
+    flat = xd.ndim == 2  # (N, in) already: no reshapes on the hot path
+    x2 = xd if flat else xd.reshape(-1, w.shape[1])  # (..., in) -> (N, in)
     out = x2 @ w.T
     if bias is not None:
         bias = as_tensor(bias)
         if bias.shape != (w.shape[0],):
             raise ValueError(f"linear: bias of shape ({w.shape[0]},) expected, got {bias.shape}")
         out += bias.data
-    out = out.reshape(*xd.shape[:-1], w.shape[0])
+    if not flat:
+        out = out.reshape(*xd.shape[:-1], w.shape[0])
 
     def backward(g):  # dx = g W, dW = g^T x, db = sum_N g
-        g2 = g.reshape(-1, w.shape[0])
-        gx = (g2 @ w).reshape(xd.shape) if x.requires_grad else None
+        g2 = g if flat else g.reshape(-1, w.shape[0])
+        gx = None
+        if x.requires_grad:
+            gx = g2 @ w if flat else (g2 @ w).reshape(xd.shape)
         gw = g2.T @ x2 if weight.requires_grad else None
         if bias is None:
             return gx, gw
         return gx, gw, (g2.sum(axis=0) if bias.requires_grad else None)
     parents = (x, weight) if bias is None else (x, weight, bias)
     return _make(out, parents, backward, "linear")
+
 
 def _einsum_parse(subscripts, shapes):
     """Split 'ab,bc->ac' into input and output index strings, expanding '...' to spare letters."""
