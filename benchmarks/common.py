@@ -14,7 +14,6 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from statistics import median
 from typing import Callable, Optional
 
 import numpy as np
