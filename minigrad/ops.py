@@ -426,6 +426,13 @@ def argmin(a, axis=None, keepdims=False, dim=None):
 
 
 # ---- matrix products ---------------------------------------------------------------------------
+
+def _mm(x, y):
+    """x @ y for stacks of matrices; a contraction over one element is a broadcast product, which
+    NumPy's matmul does slowly (e.g. (B, S, 1) @ (B, 1, D) in the backward of one decoder query)."""
+    return x * y if x.shape[-1] == 1 else x @ y
+
+
 def matmul(a, b):
     """a @ b with NumPy's rules: batch dims broadcast, a 1-D operand is a vector."""
     a, b = as_tensor(a), as_tensor(b)
@@ -449,14 +456,14 @@ def matmul(a, b):
             g = np.expand_dims(g, -2)
         ga = gb = None
         if a.requires_grad:
-            ga = g @ np.swapaxes(b2, -1, -2)
+            ga = _mm(g, np.swapaxes(b2, -1, -2))
             if ad.ndim == 1:
                 ga = ga[..., 0, :]
         if b.requires_grad:
             if b2.ndim == 2 and g.ndim > 2:  # shared weight: one big product instead of a batch + sum
                 gb = a2.reshape(-1, a2.shape[-1]).T @ g.reshape(-1, g.shape[-1])
             else:
-                gb = np.swapaxes(a2, -1, -2) @ g
+                gb = _mm(np.swapaxes(a2, -1, -2), g)
             if bd.ndim == 1:
                 gb = gb[..., 0]
         return ga, gb

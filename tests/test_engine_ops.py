@@ -148,7 +148,9 @@ row("sum-module-fn", "sum mean max min logsumexp var",
 # ---- matrix products --------------------------------------------------------------------------
 MATMUL = [((3,), (3,)), ((3,), (3, 4)), ((2, 3), (3,)), ((2, 3), (3, 4)), ((5, 2, 3), (3, 4)),
           ((2, 3), (5, 3, 4)), ((5, 1, 2, 3), (4, 3, 2)), ((4, 2, 3), (3,)), ((3,), (2, 3, 4)),
-          ((1, 2, 3), (4, 3, 2))]
+          ((1, 2, 3), (4, 3, 2)),
+          # contractions over one element take the broadcast-product path (one decoder query, K = 1)
+          ((4, 3, 1), (4, 1, 5)), ((4, 1, 3), (4, 3, 5)), ((4, 3, 2), (4, 2, 1)), ((3, 1), (1, 4))]
 for sa, sb in MATMUL:
     row(f"matmul-{sa}-{sb}", "matmul", lambda a, b: a @ b, np.matmul, [sa, sb])
 row("matmul-fn", "matmul", mg.matmul, np.matmul, [(2, 3), (3, 2)])
