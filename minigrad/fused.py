@@ -1,11 +1,11 @@
 """Fused kernels: one graph node for a whole hot computation whose backward is short.
 
-softmax and log_softmax, linear (x W^T + b), einsum, cross_entropy and layer_norm. Python overhead per
-node is the enemy of a NumPy engine, so these do whole-array work in a few NumPy calls each.
+softmax and log_softmax, linear (x W^T + b), einsum, cross_entropy, layer_norm and gru_cell. Python
+overhead per node is the enemy of a NumPy engine, so these do whole-array work in a few NumPy calls each.
 """
 import numpy as np
 
-from .ops import _axis, _lse, _make, _norm_axes, as_tensor
+from .ops import _axis, _lse, _make, _norm_axes, _sigmoid, as_tensor
 from .tensor import Tensor
 
 # ---- softmax -------------------------------------------------------------------------------------
@@ -248,3 +248,58 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
         return out_grads
     parents = (x,) + tuple(p for p in (weight, bias) if p is not None)
     return _make(out, parents, backward, "layer_norm")
+
+
+def gru_cell(x, h, weight_ih, weight_hh, bias_ih=None, bias_hh=None):
+    """One GRU step as torch.nn.GRUCell (gates r, z, n stacked in that order), as one node.
+
+    r = s(Wir x + bir + Whr h + bhr), z = s(Wiz x + biz + Whz h + bhz),
+    n = tanh(Win x + bin + r (Whn h + bhn)), h' = (1 - z) n + z h.   x (..., I), h (..., H) -> (..., H).
+    """
+    x, h, weight_ih, weight_hh = (as_tensor(t) for t in (x, h, weight_ih, weight_hh))
+    H = weight_hh.shape[-1]
+    if weight_ih.shape != (3 * H, x.shape[-1]) or weight_hh.shape != (3 * H, H) or h.shape[-1] != H:
+        raise ValueError(f"gru_cell: weight_ih (3H, I), weight_hh (3H, H) and h (..., H) expected, got "
+                         f"x {x.shape}, h {h.shape}, weight_ih {weight_ih.shape}, weight_hh {weight_hh.shape}")
+    biases = [as_tensor(b) for b in (bias_ih, bias_hh) if b is not None]
+    for b in biases:
+        if b.shape != (3 * H,):
+            raise ValueError(f"gru_cell: biases of shape ({3 * H},) expected, got {b.shape}")
+    lead = np.broadcast_shapes(x.shape[:-1], h.shape[:-1])
+    xd, hd = x.data, h.data
+    if x.shape[:-1] != lead:  # batch dims broadcast (the engine sums the gradient back)
+        xd = np.broadcast_to(xd, lead + x.shape[-1:])
+    if h.shape[:-1] != lead:
+        hd = np.broadcast_to(hd, lead + (H,))
+    xd, hd = xd.reshape(-1, x.shape[-1]), hd.reshape(-1, H)  # (N, I), (N, H)
+    gi = xd @ weight_ih.data.T                                                  # (N, 3H)
+    gh = hd @ weight_hh.data.T
+    if bias_ih is not None:
+        gi += bias_ih.data
+    if bias_hh is not None:
+        gh += bias_hh.data
+    rz = _sigmoid(gi[:, :2 * H] + gh[:, :2 * H])
+    r, z = rz[:, :H], rz[:, H:]
+    ghn = gh[:, 2 * H:]
+    n = np.tanh(gi[:, 2 * H:] + r * ghn)
+    out = n + z * (hd - n)
+
+    def backward(g):  # through h' = n + z (h - n), then the gates' pre-activations, then the two linears
+        g = g.reshape(-1, H)
+        dn = g * (1 - z) * (1 - n * n)       # d n-pre-activation
+        dz = g * (hd - n) * z * (1 - z)      # d z-pre-activation
+        dr = dn * ghn * r * (1 - r)          # d r-pre-activation
+        dgi = np.concatenate([dr, dz, dn], axis=1)           # (N, 3H)
+        dgh = np.concatenate([dr, dz, dn * r], axis=1)
+        dx = (dgi @ weight_ih.data).reshape(lead + x.shape[-1:]) if x.requires_grad else None
+        dh = None
+        if h.requires_grad:
+            dh = (dgh @ weight_hh.data + g * z).reshape(lead + (H,))
+        grads = [dx, dh, dgi.T @ xd if weight_ih.requires_grad else None,
+                 dgh.T @ hd if weight_hh.requires_grad else None]
+        if bias_ih is not None:
+            grads.append(dgi.sum(axis=0))
+        if bias_hh is not None:
+            grads.append(dgh.sum(axis=0))
+        return grads
+    return _make(out.reshape(lead + (H,)), (x, h, weight_ih, weight_hh, *biases), backward, "gru_cell")

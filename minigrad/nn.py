@@ -319,13 +319,7 @@ class GRUCell(_RNNCellBase):
     def forward(self, x, h=None):
         self._check(x, h)
         h = self._zeros(x) if h is None else h
-        H = self.hidden_size
-        gi = ops.linear(x, self.weight_ih, self.bias_ih)  # (B, 3H)
-        gh = ops.linear(h, self.weight_hh, self.bias_hh)
-        r = ops.sigmoid(gi[..., :H] + gh[..., :H])
-        z = ops.sigmoid(gi[..., H:2 * H] + gh[..., H:2 * H])
-        n = ops.tanh(gi[..., 2 * H:] + r * gh[..., 2 * H:])
-        return n + z * (h - n)
+        return ops.gru_cell(x, h, self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh)  # one fused node
 
 
 class LSTMCell(_RNNCellBase):

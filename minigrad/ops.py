@@ -235,12 +235,15 @@ def tanh(a):
     return _make(out, (a,), lambda g: (g * (1 - out * out),), "tanh")  # d tanh = 1 - tanh^2
 
 
+def _sigmoid(x):
+    """1 / (1 + e^-x), stable for large |x|: exp of a non-positive number only."""
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype, copy=False)
+
+
 def sigmoid(a):
     a = as_tensor(a)
-    x = a.data
-    # stable for large |x|: exp of a non-positive number only
-    e = np.exp(-np.abs(x))
-    out = np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype, copy=False)
+    out = _sigmoid(a.data)
     return _make(out, (a,), lambda g: (g * out * (1 - out),), "sigmoid")  # s (1 - s)
 
 
@@ -472,6 +475,6 @@ def matmul(a, b):
 
 # Shape ops live in shape.py and the fused kernels (softmax, linear, einsum, cross_entropy, layer_norm) in
 # fused.py; both are re-exported here so that `ops.X` names every op.
-from .fused import cross_entropy, einsum, layer_norm, linear, log_softmax, softmax  # noqa: E402,F401
+from .fused import cross_entropy, einsum, gru_cell, layer_norm, linear, log_softmax, softmax  # noqa: E402,F401
 from .shape import (cat, concat, expand, flatten, gather, getitem, pad, reshape, squeeze, stack,  # noqa: E402,F401
                     swapaxes, transpose, unsqueeze)

@@ -318,6 +318,21 @@ row("layer_norm-weight-only", "layer_norm", lambda x, w: mg.layer_norm(x, 4, w),
     [(3, 4), (4,)])
 
 
+
+def gru_ref(x, h, wi, wh, bi=0.0, bh=0.0):
+    """torch.nn.GRUCell's equations, written out in NumPy."""
+    H = h.shape[-1]
+    gi, gh = x @ wi.T + bi, h @ wh.T + bh
+    sig = lambda a: 1 / (1 + np.exp(-a))  # noqa: E731
+    r, z = sig(gi[..., :H] + gh[..., :H]), sig(gi[..., H:2 * H] + gh[..., H:2 * H])
+    n = np.tanh(gi[..., 2 * H:] + r * gh[..., 2 * H:])
+    return (1 - z) * n + z * h
+
+
+row("gru_cell", "gru_cell", mg.ops.gru_cell, gru_ref, [(4, 3), (4, 2), (6, 3), (6, 2), (6,), (6,)])
+row("gru_cell-no-bias", "gru_cell", mg.ops.gru_cell, gru_ref, [(4, 3), (4, 2), (6, 3), (6, 2)])
+row("gru_cell-broadcast-batch", "gru_cell", mg.ops.gru_cell, gru_ref, [(2, 4, 3), (4, 2), (6, 3), (6, 2), (6,), (6,)])
+
 # ---- the table runner --------------------------------------------------------------------------
 
 def inputs_for(r, seed=0):
