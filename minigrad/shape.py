@@ -7,7 +7,7 @@ an inverse permutation, a scatter-add, a crop). Plumbing (_make, as_tensor) is i
 import numpy as np
 
 from .ops import _axis, _make, _norm_axes, as_tensor
-from .tensor import Tensor
+from .tensor import Scatter, Tensor
 
 def _shape_arg(shape):
     return tuple(shape[0]) if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else tuple(shape)
@@ -107,14 +107,9 @@ def getitem(a, index):
     except IndexError as e:
         raise IndexError(f"getitem: index {index!r} into shape {a.shape}: {e}") from None
 
-    def backward(g):  # scatter-add g into a zero array shaped like the input
-        full = np.zeros(a.shape, dtype=g.dtype)
-        if advanced:
-            np.add.at(full, index, g)
-        else:
-            full[index] = g
-        return (full,)
-    return _make(out, (a,), backward, "getitem")
+    # g goes back to the indexed places (added up where an integer index repeats); the engine does the
+    # scatter, into the input's accumulated gradient when it has one
+    return _make(out, (a,), lambda g: (Scatter(index, g, advanced),), "getitem")
 
 
 def gather(a, axis, index):

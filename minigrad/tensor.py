@@ -246,6 +246,30 @@ def _unbroadcast(g, shape, op):
     return g
 
 
+class Scatter:
+    """A gradient that is zero except for `g` at `index` (what indexing hands back to its input).
+
+    The engine adds it into an accumulated gradient in place (`acc[index] += g`), so slicing a tensor
+    into k pieces costs k slice-adds in backward, not k full-size zero arrays summed together.
+    """
+
+    __slots__ = ("index", "g", "repeats")
+
+    def __init__(self, index, g, repeats):
+        self.index, self.g, self.repeats = index, g, repeats  # repeats: an integer-array index may repeat
+
+    def add_into(self, acc):
+        if self.repeats:
+            np.add.at(acc, self.index, self.g)
+        else:
+            acc[self.index] += self.g
+
+    def dense(self, shape, dtype):
+        acc = np.zeros(shape, dtype)
+        self.add_into(acc)
+        return acc
+
+
 def run_backward(root, grad, retain_graph=False):
     """Reverse-mode sweep from `root`, whose gradient is `grad`.
 
@@ -289,7 +313,17 @@ def run_backward(root, grad, retain_graph=False):
         for p, pg in zip(parents, pgrads):
             if not p.requires_grad:
                 continue
-            if pg is not None:
+            if type(pg) is Scatter:
+                prev = grads.get(p)
+                if prev is not None and p in owned and type(prev) is np.ndarray:
+                    pg.add_into(prev)
+                else:
+                    dense = pg.dense(p.data.shape, p.data.dtype)
+                    if prev is not None:
+                        dense += prev
+                    grads[p] = dense
+                    owned.add(p)
+            elif pg is not None:
                 pd = p.data
                 if pg.shape != pd.shape:
                     pg = _unbroadcast(pg, pd.shape, node._op)

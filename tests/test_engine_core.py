@@ -477,3 +477,28 @@ def test_zero_dim_numpy_array_is_a_weak_scalar_and_keeps_float32():
     t = mg.tensor([1.0, 2.0], requires_grad=True)
     for y in (t + np.array(2.0), np.array(2.0) - t, t * np.array(3.0), t / np.array(2.0)):
         assert y.dtype == np.float32
+
+
+def test_slice_gradients_scatter_into_one_accumulator():
+    # pieces of one tensor (basic slices, a repeated integer index, a mask) plus a dense use of it
+    rng = np.random.default_rng(3)
+    x = mg.tensor(rng.standard_normal((4, 6)), requires_grad=True)
+    idx = np.array([0, 2, 2])
+    mask = x.data > 0
+    out = (x[:, :3] * 2.0).sum() + (x[:, 3:] ** 2).sum() + x[idx].sum() + (x * x).sum() + x[mask].sum()
+    out.backward()
+    want = np.zeros((4, 6))
+    want[:, :3] += 2.0
+    want[:, 3:] += 2 * x.data[:, 3:]
+    np.add.at(want, idx, 1.0)
+    want += 2 * x.data + mask
+    np.testing.assert_allclose(x.grad, want)
+
+
+def test_a_leaf_reached_only_by_slices_gets_a_dense_gradient_of_its_own_dtype():
+    x = mg.tensor(np.arange(6, dtype=np.float32).reshape(2, 3), requires_grad=True)
+    (x[0] * 3.0).sum().backward()
+    assert x.grad.dtype == np.float32 and x.grad.shape == (2, 3)
+    np.testing.assert_array_equal(x.grad, [[3, 3, 3], [0, 0, 0]])
+    (x[1] * 1.0).sum().backward()  # accumulates on the leaf
+    np.testing.assert_array_equal(x.grad, [[3, 3, 3], [1, 1, 1]])
