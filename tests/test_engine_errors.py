@@ -102,6 +102,11 @@ ERRORS = [
     ("layer_norm-shape", lambda: mg.layer_norm(t(2, 3), 4), ValueError,
      r"layer_norm: input \(2, 3\) must end in normalized_shape \(4,\)"),
     ("layer_norm-weight", lambda: mg.layer_norm(t(2, 3), 3, t(4)), ValueError, r"layer_norm: weight must have shape \(3,\), got \(4,\)"),
+    ("gru_cell-weights", lambda: mg.ops.gru_cell(t(4, 3), t(4, 2), t(6, 5), t(6, 2)), ValueError,
+     r"gru_cell: weight_ih \(3H, I\), weight_hh \(3H, H\) and h \(\.\.\., H\) expected, got x \(4, 3\), h \(4, 2\), "
+     r"weight_ih \(6, 5\)"),
+    ("gru_cell-bias", lambda: mg.ops.gru_cell(t(4, 3), t(4, 2), t(6, 3), t(6, 2), t(5)), ValueError,
+     r"gru_cell: biases of shape \(6,\) expected, got \(5,\)"),
     ("mse_loss", lambda: F.mse_loss(t(2, 3), t(3, 2)), ValueError, r"mse_loss: input \(2, 3\) and target \(3, 2\)"),
     ("nll_loss", lambda: F.nll_loss(t(2, 3), np.zeros(3, int)), ValueError, r"nll_loss: .*got \(2, 3\) and \(3,\)"),
     ("bce", lambda: F.binary_cross_entropy_with_logits(t(2), t(3)), ValueError,
