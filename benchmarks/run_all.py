@@ -61,7 +61,12 @@ def summary(records, n):
         lines.append(f"| {r['workload']} | " + " | ".join(_cell(r, c) for c in COLUMNS) + " |")
     if n != 1:
         return lines
-    lines += ["", "Targets for minigrad (issue 4, 1 thread):", ""]
+    return lines + ["", "Targets for minigrad (issue 4, 1 thread):", ""] + targets(recs)
+
+
+def targets(recs):
+    """One line per workload: the target, minigrad's best ratio (or per-op time), met or not."""
+    lines = []
     for r in recs:
         res = r["results"]
         if r["workload"] in TARGETS:
@@ -76,6 +81,17 @@ def summary(records, n):
     return lines
 
 
+def previous_run(run_id):
+    """The records of the last complete 1-thread run before `run_id` in results.jsonl, or None."""
+    runs = {}
+    with open(RESULTS_JSONL) as f:
+        for rec in map(json.loads, f):
+            if rec["run_id"] < run_id and rec["threads"] == 1 and not rec["quick"]:
+                runs.setdefault(rec["run_id"], []).append(rec)
+    complete = [rid for rid, recs in runs.items() if {r["workload"] for r in recs} >= set(TARGETS)]
+    return runs[max(complete)] if complete else None
+
+
 def update_readme(path, records):
     """Replace the README's block between the bench markers with this run's 1-thread summary."""
     text = Path(path).read_text()
@@ -86,6 +102,10 @@ def update_readme(path, records):
     tail = rest.split(end, 1)[1]
     block = [f"Run {records[0]['run_id']} (`benchmarks/run_all.py`{', --quick' if records[0]['quick'] else ''}):", ""]
     block += summary(records, 1)
+    previous = previous_run(records[0]["run_id"])
+    if previous:  # each target must hold in two runs
+        block += ["", f"The run before ({previous[0]['run_id']}):", ""]
+        block += targets([r for r in previous if r["threads"] == 1])
     Path(path).write_text(head + start + "\n" + "\n".join(block) + "\n" + end + tail)
     return True
 
