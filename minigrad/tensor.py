@@ -4,7 +4,7 @@ A Tensor wraps a NumPy array. An op makes a new Tensor whose `_backward` closure
 gradient to one gradient per parent (see ops.py). `backward()` walks the graph once, iteratively, in
 reverse topological order (Kahn's algorithm on child counts, as HIPS autograd does): each node's
 gradient is summed from its children, used once, then dropped. Only this file accumulates gradients
-and undoes broadcasting; ops just return arrays.
+and undoes broadcasting; ops just return arrays (indexing returns a Scatter: g at the indexed places).
 """
 import numpy as np
 
