@@ -1,24 +1,20 @@
-"""Composites built only from primitives (ops.py): activations, losses, dropout, one_hot, sampling."""
+"""Composites built only from primitives (ops.py): activations, losses, dropout, one_hot."""
 import numpy as np
 
 from . import ops
 from .ops import (cross_entropy, gelu, layer_norm, linear, log_softmax, relu, sigmoid, softmax,  # noqa: F401
-                  tanh)
+                  softplus, tanh)
 from .tensor import Tensor, get_default_dtype
 from .random import get_rng
 
 
 def leaky_relu(x, negative_slope=0.01):
+    x = ops.as_tensor(x)
     return ops.where(x.data > 0, x, x * negative_slope)
 
 
-def softplus(x):
-    """log(1 + e^x), stably: max(x, 0) + log(1 + e^-|x|)."""
-    return ops.relu(x) + ops.log(1 + ops.exp(-ops.abs(x)))
-
-
 def mse_loss(input, target, reduction="mean"):
-    target = ops.as_tensor(target)
+    input, target = ops.as_tensor(input), ops.as_tensor(target)
     if input.shape != target.shape:
         raise ValueError(f"mse_loss: input {input.shape} and target {target.shape} must have the same shape")
     d = input - target
@@ -27,6 +23,7 @@ def mse_loss(input, target, reduction="mean"):
 
 def nll_loss(log_probs, target, reduction="mean"):
     """Negative log-likelihood of class indices from log-probabilities (N, C)."""
+    log_probs = ops.as_tensor(log_probs)
     t = target.data if isinstance(target, Tensor) else np.asarray(target)
     if log_probs.ndim != 2 or t.shape != log_probs.shape[:1]:
         raise ValueError(f"nll_loss: log_probs (N, C) with target (N,) expected, got {log_probs.shape} and {t.shape}")
@@ -35,7 +32,7 @@ def nll_loss(log_probs, target, reduction="mean"):
 
 def binary_cross_entropy_with_logits(logits, target, reduction="mean"):
     """-[t log s(x) + (1 - t) log(1 - s(x))] = softplus(x) - t x, computed stably."""
-    target = ops.as_tensor(target)
+    logits, target = ops.as_tensor(logits), ops.as_tensor(target)
     if logits.shape != target.shape:
         raise ValueError(f"binary_cross_entropy_with_logits: logits {logits.shape} and target {target.shape} differ")
     return _reduce(softplus(logits) - logits * target, reduction, "binary_cross_entropy_with_logits")
@@ -55,6 +52,7 @@ def dropout(x, p=0.5, training=True, rng=None):
     """Zero each entry with probability p and scale the rest by 1/(1-p) (inverted dropout)."""
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"dropout: p must be in [0, 1], got {p}")
+    x = ops.as_tensor(x)
     if not training or p == 0.0:
         return x
     if p == 1.0:

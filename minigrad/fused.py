@@ -24,6 +24,8 @@ def softmax(a, axis=None, dim=None):
     a = as_tensor(a)
     axis = _one_axis("softmax", axis, dim, a.ndim)
     x = a.data
+    if x.size == 0:
+        raise ValueError(f"softmax: cannot normalise an empty tensor of shape {x.shape}")
     out = np.exp(x - x.max(axis=axis, keepdims=True))
     out /= out.sum(axis=axis, keepdims=True)  # in place: no third (..., N) buffer
 
@@ -38,6 +40,8 @@ def log_softmax(a, axis=None, dim=None):
     a = as_tensor(a)
     axis = _one_axis("log_softmax", axis, dim, a.ndim)
     x = a.data
+    if x.size == 0:
+        raise ValueError(f"log_softmax: cannot normalise an empty tensor of shape {x.shape}")
     out = x - _lse(x, axis)
 
     def backward(g):  # d log_softmax: g - softmax * sum(g)
@@ -138,8 +142,11 @@ def einsum(subscripts, *operands):
             gi = np.einsum(",".join([out_sub] + others) + "->" + kept, g, *(arrays[:i] + arrays[i + 1:]),
                            optimize=len(others) > 1)
             if kept != ins[i]:
+                # indices of X_i alone come back at X_i's size; the others keep gi's (perhaps broadcast)
+                # size, which the engine sums back to X_i's shape
                 gi = np.expand_dims(gi, [ins[i].index(c) for c in ins[i] if c not in seen])
-                gi = np.broadcast_to(gi, arrays[i].shape)
+                gi = np.broadcast_to(gi, [gi.shape[k] if c in seen else arrays[i].shape[k]
+                                          for k, c in enumerate(ins[i])])
             grads.append(gi)
         return grads
     return _make(out, tuple(ts), backward, "einsum")

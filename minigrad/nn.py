@@ -45,6 +45,9 @@ class Module:
         if "_parameters" not in self.__dict__:
             raise AttributeError(f"{type(self).__name__}: call super().__init__() before assigning attributes")
         buffer = name in self._buffers and not isinstance(value, (Parameter, Module))  # stays a buffer, as torch
+        if name in self._parameters and value is not None and not isinstance(value, Parameter):
+            raise TypeError(f"{type(self).__name__}: cannot assign {type(value).__name__} to parameter '{name}' "
+                            f"(a Parameter or None expected; to change its values, set .data)")
         for d in (self._parameters, self._modules, self._buffers):
             d.pop(name, None)
         if isinstance(value, Parameter):
@@ -296,12 +299,13 @@ class _RNNCellBase(Module):
         self.bias_ih = uniform_(_empty(gates * hidden_size), -k, k) if bias else None
         self.bias_hh = uniform_(_empty(gates * hidden_size), -k, k) if bias else None
 
-    def _check(self, x, h):
+    def _check(self, x, *states):
         if x.shape[-1] != self.input_size:
             raise ValueError(f"{type(self).__name__}: input (B, {self.input_size}) expected, got {x.shape}")
-        if h is not None and h.shape != x.shape[:-1] + (self.hidden_size,):
-            raise ValueError(f"{type(self).__name__}: hidden state {x.shape[:-1] + (self.hidden_size,)} "
-                             f"expected, got {h.shape}")
+        for s in states:
+            if s is not None and s.shape != x.shape[:-1] + (self.hidden_size,):
+                raise ValueError(f"{type(self).__name__}: hidden state {x.shape[:-1] + (self.hidden_size,)} "
+                                 f"expected, got {s.shape}")
 
     def _zeros(self, x):
         return Tensor(np.zeros(x.shape[:-1] + (self.hidden_size,), x.dtype))
@@ -330,7 +334,7 @@ class LSTMCell(_RNNCellBase):
 
     def forward(self, x, state=None):
         h, c = (None, None) if state is None else state
-        self._check(x, h)
+        self._check(x, h, c)
         h = self._zeros(x) if h is None else h
         c = self._zeros(x) if c is None else c
         H = self.hidden_size

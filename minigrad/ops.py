@@ -163,11 +163,13 @@ def pow(a, b):
     s = _scalar(b)
     if s is not None:
         x = a.data
-        if s != int(s) and x.size and x.min() < 0:
+        if not float(s).is_integer() and x.size and x.min() < 0:
             raise ValueError(f"pow: a negative base to the non-integer power {s} gives NaN "
                              f"(min base {x.min()})")
         if s == 2:  # the common case, without np.power
             return _make(x * x, (a,), lambda g: (2.0 * g * x,), "pow")
+        if s == 0:  # x^0 = 1: the gradient is 0 everywhere, x = 0 included (not 0 * inf)
+            return _make(np.ones_like(x), (a,), lambda g: (np.zeros_like(g),), "pow")
         return _make(x ** s, (a,), lambda g: (g * s * x ** (s - 1),), "pow")  # d x^s = s x^(s-1)
     a, b = as_tensor(a), as_tensor(b)
     ad, bd = a.data, b.data
@@ -176,10 +178,11 @@ def pow(a, b):
     out = _binary("pow", a, b, np.power)
 
     def backward(g):  # d a^b = (b a^(b-1), a^b log a); log a is only needed for b's gradient
-        ga = g * bd * ad ** (bd - 1) if a.requires_grad else None
-        gb = None
-        if b.requires_grad:
-            with np.errstate(divide="ignore", invalid="ignore"):
+        ga = gb = None
+        with np.errstate(divide="ignore", invalid="ignore"):
+            if a.requires_grad:  # where b = 0 the gradient is 0, also at a = 0 (not 0 * inf)
+                ga = g * np.where(bd == 0, 0, bd * ad ** (bd - 1))
+            if b.requires_grad:
                 gb = g * out * np.where(ad > 0, np.log(np.where(ad > 0, ad, 1)), 0)
         return ga, gb
     return _make(out, (a, b), backward, "pow")
@@ -252,6 +255,14 @@ def relu(a):
     x = a.data
     out = np.maximum(x, 0)
     return _make(out, (a,), lambda g: (g * (x > 0),), "relu")  # relu'(0) = 0
+
+
+def softplus(a):
+    """log(1 + e^x), computed stably; its slope is sigmoid(x) everywhere (1/2 at 0)."""
+    a = as_tensor(a)
+    x = a.data
+    out = np.logaddexp(0, x).astype(x.dtype, copy=False)
+    return _make(out, (a,), lambda g: (g * _sigmoid(x),), "softplus")  # d softplus = sigmoid
 
 
 _SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
@@ -401,6 +412,8 @@ def min(a, axis=None, keepdims=False, dim=None):
 
 def _lse(x, axes):
     """Stable log-sum-exp with keepdims; rows that are all -inf give -inf (not NaN)."""
+    if x.size == 0:
+        raise ValueError(f"logsumexp: cannot reduce an empty tensor of shape {x.shape}")
     m = x.max(axis=axes, keepdims=True)
     if not np.isfinite(m).all():
         m = np.where(np.isfinite(m), m, 0)

@@ -140,15 +140,14 @@ class StepLR(LRScheduler):
 
 
 class CosineAnnealingLR(LRScheduler):
-    """Cosine from lr down to eta_min over T_max steps (closed form, as torch)."""
+    """Cosine from lr down to eta_min over T_max steps, then back up (torch's closed form; no restarts)."""
 
     def __init__(self, optimizer, T_max, eta_min=0.0):
         self.T_max, self.eta_min = T_max, eta_min
         super().__init__(optimizer)
 
     def lr_at(self, step):
-        t = min(step, self.T_max)
-        return self.eta_min + (self.base_lr - self.eta_min) * (1 + math.cos(math.pi * t / self.T_max)) / 2
+        return self.eta_min + (self.base_lr - self.eta_min) * (1 + math.cos(math.pi * step / self.T_max)) / 2
 
 
 class WarmupCosine(LRScheduler):

@@ -24,12 +24,22 @@ def reshape(a, *shape):
     return _make(out, (a,), lambda g: (g.reshape(in_shape),), "reshape")
 
 
+def _check_axis(op, axis, nd, shape):
+    """axis as a non-negative int, or IndexError if it is not in [-nd, nd)."""
+    if not -nd <= axis < nd:
+        raise IndexError(f"{op}: axis {axis} is out of range for shape {shape}")
+    return axis % nd
+
+
 def flatten(a, start_dim=0, end_dim=-1):
     a = as_tensor(a)
     nd = a.ndim
-    s, e = start_dim % max(nd, 1), end_dim % max(nd, 1)
-    shape = a.shape[:s] + (-1,) + a.shape[e + 1:] if nd else (1,)
-    return reshape(a, shape)
+    if not nd:
+        return reshape(a, (1,))
+    s, e = (_check_axis("flatten", d, nd, a.shape) for d in (start_dim, end_dim))
+    if s > e:
+        raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim} for shape {a.shape}")
+    return reshape(a, a.shape[:s] + (-1,) + a.shape[e + 1:])
 
 
 def transpose(a, *axes):
@@ -37,7 +47,7 @@ def transpose(a, *axes):
     a = as_tensor(a)
     axes = _shape_arg(axes)
     nd = a.ndim
-    perm = tuple(range(nd))[::-1] if not axes else tuple(x % max(nd, 1) for x in axes)
+    perm = tuple(range(nd))[::-1] if not axes else tuple(_check_axis("transpose", x, nd, a.shape) for x in axes)
     if sorted(perm) != list(range(nd)):
         raise ValueError(f"transpose: axes {axes} are not a permutation of the {nd} dims of {a.shape}")
     inv = tuple(np.argsort(perm))
@@ -46,10 +56,8 @@ def transpose(a, *axes):
 
 def swapaxes(a, axis1, axis2):
     a = as_tensor(a)
-    nd = a.ndim
     for ax in (axis1, axis2):
-        if not -nd <= ax < nd:
-            raise IndexError(f"swapaxes: axis {ax} is out of range for shape {a.shape}")
+        _check_axis("swapaxes", ax, a.ndim, a.shape)
     return _make(np.swapaxes(a.data, axis1, axis2), (a,), lambda g: (np.swapaxes(g, axis1, axis2),), "swapaxes")
 
 
@@ -58,6 +66,8 @@ def expand(a, *shape):
     a = as_tensor(a)
     shape = _shape_arg(shape)
     lead = len(shape) - a.ndim
+    if lead < 0 or -1 in shape[:lead]:
+        raise ValueError(f"expand: cannot broadcast {a.shape} to {shape} (-1 keeps an existing dim only)")
     shape = tuple(a.shape[i - lead] if n == -1 else n for i, n in enumerate(shape))
     try:
         out = np.broadcast_to(a.data, shape)
@@ -94,7 +104,8 @@ def _index(index):
     items = index if isinstance(index, tuple) else (index,)
     items = tuple(i.data if isinstance(i, Tensor) else i for i in items)
     # integer arrays may repeat an index, so their backward must add (np.add.at); masks and slices cannot
-    advanced = any(isinstance(i, list) or (isinstance(i, np.ndarray) and i.dtype != bool) for i in items)
+    # (a tuple inside the index is a sequence of integers too, as NumPy reads it)
+    advanced = any(isinstance(i, (list, tuple)) or (isinstance(i, np.ndarray) and i.dtype != bool) for i in items)
     return (items if isinstance(index, tuple) else items[0]), advanced
 
 
@@ -116,18 +127,23 @@ def gather(a, axis, index):
     """out[i][j] = a[i][index[i][j]] along `axis`, as torch.gather."""
     a = as_tensor(a)
     idx = index.data if isinstance(index, Tensor) else np.asarray(index)
+    if idx.dtype.kind not in "iu":
+        raise TypeError(f"gather: index must hold integers, got dtype {idx.dtype}")
     if idx.ndim != a.ndim:
         raise ValueError(f"gather: index must have the input's {a.ndim} dims, got shape {idx.shape}")
-    out = np.take_along_axis(a.data, idx, axis=axis)
-
-    def backward(g):
-        full = np.zeros(a.shape, dtype=g.dtype)
-        np.put_along_axis(full, idx, 0, axis=axis)  # shape check only
-        grids = list(np.indices(idx.shape, sparse=True))
-        grids[axis] = idx
-        np.add.at(full, tuple(grids), g)
-        return (full,)
-    return _make(out, (a,), backward, "gather")
+    axis = _check_axis("gather", axis, a.ndim, a.shape)
+    n = a.shape[axis]
+    if idx.size and (idx.min() < 0 or idx.max() >= n):
+        raise IndexError(f"gather: index values must be in [0, {n}) along axis {axis}, "
+                         f"got range [{idx.min()}, {idx.max()}]")
+    try:
+        out = np.take_along_axis(a.data, idx, axis=axis)
+    except (ValueError, IndexError):
+        raise ValueError(f"gather: index of shape {idx.shape} does not fit input {a.shape} off axis {axis}") from None
+    grids = list(np.indices(idx.shape, sparse=True))
+    grids[axis] = idx
+    where = tuple(np.broadcast_arrays(*grids))  # the input element each output element came from
+    return _make(out, (a,), lambda g: (Scatter(where, g, True),), "gather")  # repeated indices add up
 
 
 def concat(tensors, axis=0, dim=None):
@@ -135,6 +151,9 @@ def concat(tensors, axis=0, dim=None):
     ts = [as_tensor(t) for t in tensors]
     if not ts:
         raise ValueError("concat: needs at least one tensor")
+    if ts[0].ndim == 0:
+        raise ValueError("concat: 0-d tensors have no axis to join along (use stack)")
+    axis = _check_axis("concat", axis, ts[0].ndim, ts[0].shape)
     try:
         out = np.concatenate([t.data for t in ts], axis=axis)
     except ValueError:
@@ -153,6 +172,7 @@ def stack(tensors, axis=0, dim=None):
         raise ValueError("stack: needs at least one tensor")
     if len({t.shape for t in ts}) > 1:
         raise ValueError(f"stack: all shapes must be equal, got {[t.shape for t in ts]}")
+    axis = _check_axis("stack", axis, ts[0].ndim + 1, ts[0].shape)  # a new axis: one more place than dims
     out = np.stack([t.data for t in ts], axis=axis)
     n = len(ts)
     return _make(out, tuple(ts), lambda g: [np.take(g, i, axis=axis) for i in range(n)], "stack")
@@ -161,7 +181,11 @@ def stack(tensors, axis=0, dim=None):
 def pad(a, pad_width, value=0.0):
     """Constant padding with NumPy's pad_width: an int, (before, after), or one pair per axis."""
     a = as_tensor(a)
-    pw = np.broadcast_to(np.asarray(pad_width, dtype=np.int64), (a.ndim, 2)) if a.ndim else np.zeros((0, 2), int)
+    try:
+        pw = np.broadcast_to(np.asarray(pad_width, dtype=np.int64), (a.ndim, 2)) if a.ndim else np.zeros((0, 2), int)
+    except ValueError:
+        raise ValueError(f"pad: pad_width must be an int, one (before, after) pair, or {a.ndim} pairs for "
+                         f"shape {a.shape}; got {pad_width}") from None
     if (pw < 0).any():
         raise ValueError(f"pad: widths must be non-negative, got {pad_width}")
     out = np.pad(a.data, pw, constant_values=value)

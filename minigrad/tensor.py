@@ -67,8 +67,13 @@ class Tensor:
         elif isinstance(data, np.ndarray):
             arr = data  # an array keeps its dtype (and is not copied)
         else:
-            arr = np.asarray(data)
-            if arr.dtype.kind in "fc" or arr.dtype == object or arr.size == 0:
+            try:
+                arr = np.asarray(data)
+            except ValueError as e:  # a ragged list
+                raise ValueError(f"tensor: data must be rectangular (every row the same length): {e}") from None
+            if arr.dtype == object:
+                raise TypeError(f"tensor: data must be numbers, got {type(data).__name__} of objects")
+            if arr.dtype.kind in "fc" or arr.size == 0:
                 arr = arr.astype(_default_dtype)  # Python floats and lists take the default dtype
             elif arr.dtype.kind == "i" and arr.dtype != np.int64:
                 arr = arr.astype(np.int64)

@@ -59,6 +59,27 @@ ERRORS = [
     ("getitem", lambda: t(2, 3)[5], IndexError, r"getitem: index 5 into shape \(2, 3\)"),
     ("gather", lambda: mg.gather(t(2, 3), 1, np.zeros(2, int)), ValueError, r"gather: index must have the input's 2 dims, got shape \(2,\)"),
     ("pad", lambda: mg.pad(t(2, 3), -1), ValueError, r"pad: widths must be non-negative, got -1"),
+    ("pad-widths", lambda: mg.pad(t(2, 3), [(1, 1)] * 3), ValueError,
+     r"pad: pad_width must be an int, one \(before, after\) pair, or 2 pairs for shape \(2, 3\)"),
+    ("transpose-axis", lambda: t(2, 3, 4).transpose(0, 1, 5), IndexError, r"transpose: axis 5 is out of range for shape \(2, 3, 4\)"),
+    ("flatten-axis", lambda: t(2, 3, 4).flatten(5), IndexError, r"flatten: axis 5 is out of range for shape \(2, 3, 4\)"),
+    ("flatten-order", lambda: t(2, 3, 4).flatten(2, 1), ValueError, r"flatten: start_dim 2 comes after end_dim 1"),
+    ("expand-new-dim", lambda: t(3).expand(-1, 3), ValueError, r"expand: cannot broadcast \(3,\) to \(-1, 3\)"),
+    ("gather-axis", lambda: mg.gather(t(2, 3), 2, np.zeros((2, 3), int)), IndexError, r"gather: axis 2 is out of range"),
+    ("gather-range", lambda: mg.gather(t(2, 3), 1, np.full((2, 3), 3)), IndexError,
+     r"gather: index values must be in \[0, 3\) along axis 1, got range \[3, 3\]"),
+    ("gather-dtype", lambda: mg.gather(t(2, 3), 1, np.zeros((2, 3))), TypeError, r"gather: index must hold integers, got dtype float64"),
+    ("concat-axis", lambda: mg.concat([t(2, 3), t(2, 3)], axis=5), IndexError, r"concat: axis 5 is out of range for shape \(2, 3\)"),
+    ("concat-0d", lambda: mg.concat([t(), t()]), ValueError, r"concat: 0-d tensors have no axis to join along"),
+    ("tensor-ragged", lambda: mg.tensor([[1.0, 2.0], [3.0]]), ValueError, r"tensor: data must be rectangular"),
+    ("softmax-empty", lambda: mg.softmax(t(2, 0)), ValueError, r"softmax: cannot normalise an empty tensor of shape \(2, 0\)"),
+    ("log_softmax-empty", lambda: mg.log_softmax(t(2, 0)), ValueError,
+     r"log_softmax: cannot normalise an empty tensor of shape \(2, 0\)"),
+    ("logsumexp-empty", lambda: mg.logsumexp(t(0), 0), ValueError, r"logsumexp: cannot reduce an empty tensor of shape \(0,\)"),
+    ("lstm-cell-state", lambda: nn.LSTMCell(3, 4)(t(2, 3), (t(2, 4), t(2, 5))), ValueError,
+     r"LSTMCell: hidden state \(2, 4\) expected, got \(2, 5\)"),
+    ("pow-nan-exponent", lambda: t(3) ** float("nan"), ValueError, r"pow: a negative base to the non-integer power nan"),
+    ("stack-axis", lambda: mg.stack([t(2, 3), t(2, 3)], axis=4), IndexError, r"stack: axis 4 is out of range"),
     # bad axis
     ("sum-axis", lambda: t(2, 3).sum(axis=2), IndexError, r"sum: axis 2 is out of range for a tensor with 2 dims"),
     ("mean-axis", lambda: t(2, 3).mean(axis=(0, -3)), IndexError, r"mean: axis -3 is out of range for a tensor with 2 dims"),
@@ -205,3 +226,13 @@ def test_load_state_dict_failure_leaves_module_unchanged():
 def test_module_attribute_typo_is_an_error():
     with pytest.raises(AttributeError, match="wieght"):
         nn.Linear(2, 3).wieght
+
+
+
+def test_assigning_a_plain_tensor_to_a_parameter_name_is_an_error_not_a_silent_unregister():
+    lin = nn.Linear(3, 2)
+    with pytest.raises(TypeError, match=r"Linear: cannot assign Tensor to parameter 'weight' \(a Parameter or None expected"):
+        lin.weight = mg.tensor(np.zeros((2, 3)), requires_grad=True)
+    assert [n for n, _ in lin.named_parameters()] == ["weight", "bias"]
+    lin.bias = None  # None is allowed: the layer then has no bias
+    assert [n for n, _ in lin.named_parameters()] == ["weight"]

@@ -116,8 +116,8 @@ for k, (name, f, ref, dom) in enumerate(UNARY):
     for shape in [(), (2, 3)]:
         row(f"{name}{k}-{shape}", name, f, ref, [shape], dom)
 row("sigmoid-large", "sigmoid", mg.sigmoid, lambda x: 1 / (1 + np.exp(-x)), [(4,)], "any")
-row("log-softplus-composite", "log exp abs relu", lambda x: mg.functional.softplus(x),
-    lambda x: np.log1p(np.exp(x)), [(2, 3)], "nonzero")
+row("softplus", "softplus", mg.functional.softplus, lambda x: np.log1p(np.exp(x)), [(2, 3)], "any")
+row("softplus-0d", "softplus", lambda x: x.sigmoid() * 0 + mg.ops.softplus(x), lambda x: np.log1p(np.exp(x)), [()])
 
 # ---- reductions: axis int / tuple / negative / None, keepdims, the dim= alias ---------------------
 REDUCE = [
@@ -445,3 +445,51 @@ def test_cross_entropy_all_targets_ignored_is_zero_not_nan(eps):
     assert loss.item() == 0.0
     loss.backward()
     np.testing.assert_array_equal(x.grad, 0.0)
+
+
+def test_softplus_slope_is_sigmoid_at_zero_and_stable_far_out():
+    # a composite relu(x) + log(1 + e^-|x|) gets slope 0 at x = 0 from the subgradients; the true slope is 1/2
+    x = mg.tensor(np.array([0.0, 1000.0, -1000.0]), requires_grad=True)
+    y = mg.functional.softplus(x)
+    y.sum().backward()
+    np.testing.assert_allclose(y.data, [np.log(2.0), 1000.0, 0.0], atol=1e-12)
+    np.testing.assert_allclose(x.grad, [0.5, 1.0, 0.0], atol=1e-12)
+    z = mg.tensor(np.zeros(3), requires_grad=True)
+    mg.functional.binary_cross_entropy_with_logits(z, np.array([1.0, 0.0, 1.0])).backward()
+    np.testing.assert_allclose(z.grad, (0.5 - np.array([1.0, 0.0, 1.0])) / 3)  # (sigmoid(0) - t) / N
+
+
+def test_pow_zero_exponent_has_zero_gradient_at_zero():
+    x = mg.tensor(np.array([0.0, 1.0, -2.0]), requires_grad=True)
+    (x ** 0).sum().backward()
+    np.testing.assert_array_equal(x.grad, [0.0, 0.0, 0.0])
+    a = mg.tensor(np.array([0.0, 2.0]), requires_grad=True)
+    b = mg.tensor(np.array([0.0, 3.0]), requires_grad=True)
+    (a ** b).sum().backward()
+    np.testing.assert_allclose(a.grad, [0.0, 3 * 2.0 ** 2])  # b a^(b-1), and 0 where b = 0
+
+
+def test_a_tuple_inside_an_index_is_advanced_indexing_and_repeats_add_up():
+    x = mg.tensor(np.arange(6.0).reshape(3, 2), requires_grad=True)
+    x[(0, 0), :].sum().backward()
+    np.testing.assert_array_equal(x.grad, [[2, 2], [0, 0], [0, 0]])
+
+
+def test_einsum_gradient_with_a_broadcast_ellipsis_and_an_index_summed_within_one_operand():
+    rng = np.random.default_rng(0)
+    a = mg.tensor(rng.standard_normal((1, 3)), requires_grad=True)
+    b = mg.tensor(rng.standard_normal((4, 2)), requires_grad=True)
+    assert mg.gradcheck(lambda a, b: mg.einsum("...i,...j->...", a, b), a, b)
+
+
+
+@pytest.mark.parametrize("call", [
+    lambda: mg.functional.leaky_relu(np.array([-1.0, 2.0])),
+    lambda: mg.functional.nll_loss(np.log(np.full((2, 3), 1 / 3)), [0, 1]),
+    lambda: mg.functional.mse_loss(np.array([1.0]), np.array([3.0])),
+    lambda: mg.functional.dropout(np.ones(3), 0.5, training=False),
+    lambda: mg.functional.binary_cross_entropy_with_logits(np.zeros(2), np.ones(2)),
+], ids=["leaky_relu", "nll_loss", "mse_loss", "dropout", "bce_with_logits"])
+def test_functional_composites_accept_arrays_and_return_tensors(call):
+    out = call()
+    assert isinstance(out, mg.Tensor) and np.isfinite(out.data).all()

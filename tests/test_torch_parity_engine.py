@@ -255,7 +255,7 @@ def test_schedule_parity(ours_sched, theirs_sched, kw):
     o = optim.SGD([mg.tensor(np.zeros(1), requires_grad=True)], lr=0.3)
     t = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.3)
     so, st = ours_sched(o, **kw), theirs_sched(t, **kw)
-    for _ in range(10):
+    for _ in range(25):  # past T_max too
         assert o.lr == pytest.approx(st.get_last_lr()[0], rel=1e-12)
         o.step(), t.step()
         so.step(), st.step()
