@@ -3,10 +3,13 @@
 The reference semantics are PyTorch's `torch.nn.functional.scaled_dot_product_attention`
 (docs: "Applies scaled dot product attention ... attn_weight = softmax(Q K^T * scale + bias) V"),
 except that masked scores are *selected out* (np.where), never added, so a row with nothing to attend
-to gives zeros, and NaN/inf in a masked position cannot reach the output or the gradients.
+to (including every row when there are no keys, S = 0) gives zeros, and NaN/inf in a masked position
+cannot reach the output or the gradients: a query's output, and what flows back through it, depends only
+on the keys and values it may attend (see "Non-finite values and masks" below).
 Mask polarity and causal alignment: see masks.py (the one place they are written down).
 """
 import math
+from contextlib import nullcontext
 from functools import lru_cache
 
 import numpy as np
@@ -27,56 +30,124 @@ def _causal(L, S, align):
 
 
 # ---- the NumPy kernels: forward and backward side by side ------------------------------------------
+#
+# Non-finite values and masks. A product over keys (p @ v, ds @ k) or over queries (p^T @ g, ds^T @ q)
+# meets 0 * inf = NaN wherever a masked pair (weight exactly 0) hits a non-finite key, value, query or
+# incoming gradient row; so does a softmax row whose allowed scores hold a NaN (its max is NaN). The rule
+# kept here: a term (query i, key j) counts only if i may attend j. So for each query, its output and the
+# gradients that flow through it depend only on the keys and values it may attend: a NaN or inf it may
+# attend still shows up (in its row, and in the gradients of what it attends), one it may not cannot.
+# The common case pays only for cheap checks: `dirty` is set when a mask is in use and q, k or v holds a
+# non-finite entry, or a row's max score is NaN or +inf (overflow), or an incoming gradient is non-finite.
+# Only then do the weights get np.where(allowed, ., 0) and the products over keys/queries go through
+# _masked_matmul, which is an ordinary matmul on the non-finite entries zeroed plus, for the few rows
+# holding them, the masked sum of their exact terms.
 
-def _sanitize(x, allowed):
-    """Zero non-finite rows of k or v (..., S, E) that no query attends, so 0 * NaN cannot appear."""
-    if np.isfinite(x).all():
-        return x
-    attended = allowed.any(axis=-2)[..., None]  # (..., S, 1)
-    return np.where(attended | np.isfinite(x), x, 0).astype(x.dtype, copy=False)
+def _as_2d_mask(allowed):
+    """A bool mask of rank < 2 (broadcasting over the last axes) as rank 2, so it can be transposed."""
+    return allowed if allowed.ndim >= 2 else allowed.reshape((1,) * (2 - allowed.ndim) + allowed.shape)
+
+
+def _masked_matmul(P, X, A):
+    """P (..., M, N) @ X (..., N, K) where the term P[m, n] X[n, k] counts only if A[m, n] (A broadcasts
+    to P; P must be 0 where A is False). Non-finite entries of X reach only the rows m allowed to see them."""
+    bad = ~np.isfinite(X)
+    if not bad.any():
+        return P @ X
+    zero = np.zeros((), X.dtype)
+    out = P @ np.where(bad, zero, X)                            # the finite part, as one matmul
+    N, K = X.shape[-2], X.shape[-1]
+    rows = np.flatnonzero(bad.any(axis=-1).reshape(-1, N).any(axis=0))  # the n holding a non-finite entry
+    Xn = np.where(bad, X, zero)                                 # the non-finite part only
+    A = np.broadcast_to(A, A.shape[:-2] + P.shape[-2:])
+    step = max(1, N // max(K, 1))                               # temporaries no larger than P
+    for c0 in range(0, len(rows), step):
+        c = rows[c0:c0 + step]
+        terms = P[..., :, c, None] * Xn[..., None, c, :]        # (..., M, c, K); callers silence 0 * inf
+        out = out + np.where(A[..., :, c, None], terms, zero).sum(axis=-2)
+    return out
+
+
+def _quiet(dirty):
+    """In the non-finite path, 0 * inf and inf - inf are expected (and selected out or meant): no warnings."""
+    return np.errstate(invalid="ignore") if dirty else nullcontext()
 
 
 def _forward(q, k, v, allowed, bias, scale, dropout_p, rng):
     """softmax(q k^T * scale + bias, selected by allowed) [dropout] @ v; returns (out, p, cache)."""
+    dirty = False
     if allowed is not None:
-        k, v = _sanitize(k, allowed), _sanitize(v, allowed)
+        allowed = _as_2d_mask(allowed)
+        dirty = not (np.isfinite(k).all() and np.isfinite(v).all() and np.isfinite(q).all())
+    with _quiet(dirty):
+        return _forward_kernel(q, k, v, allowed, bias, scale, dropout_p, rng, dirty)
+
+
+def _forward_kernel(q, k, v, allowed, bias, scale, dropout_p, rng, dirty):
     qs = q * scale                                   # (..., L, E): cheaper than scaling (..., L, S)
     s = qs @ np.swapaxes(k, -1, -2)                  # (..., L, S) scores
     if bias is not None:
         s += bias                                    # bias broadcasts to s (checked)
-    if allowed is not None:
+    if s.shape[-1] == 0:                             # no keys at all: every row attends nothing -> zeros
+        m = np.zeros(s.shape[:-1] + (1,), s.dtype)
+    elif allowed is not None:
         s = np.where(allowed, s, np.array(-np.inf, s.dtype))  # select out: NaN/inf there cannot leak
         m = s.max(axis=-1, keepdims=True)
-        m[~np.isfinite(m)] = 0                       # a fully masked row: exp(-inf - 0) = 0 everywhere
+        bad = ~np.isfinite(m)
+        if bad.any():
+            dirty = dirty or not (m[bad] == -np.inf).all()  # a NaN or +inf max: see the note above
+            if dirty:  # -inf may also be a row whose allowed scores are all -inf: that row is NaN, as in torch
+                bad &= ~np.broadcast_to(allowed, s.shape).any(axis=-1, keepdims=True)
+            m[bad] = 0                               # a fully masked row: exp(-inf - 0) = 0 everywhere
     else:
         m = s.max(axis=-1, keepdims=True)
     s -= m
     p = np.exp(s, out=s)                             # (..., L, S), reusing the scores' buffer
     denom = p.sum(axis=-1, keepdims=True)
-    if allowed is not None:
+    if allowed is not None or s.shape[-1] == 0:
         denom[denom == 0] = 1                        # fully masked row: p stays 0, output 0
-    p /= denom
+    if dirty:
+        with np.errstate(invalid="ignore"):          # inf / inf in a row with a +inf score
+            p /= denom
+        p = np.where(allowed, p, np.zeros((), p.dtype))  # a NaN row's masked weights are 0, not NaN
+    else:
+        p /= denom
     keep = None
     pd = p
     if dropout_p > 0.0:
         keep = (rng.random(p.shape) >= dropout_p) * np.array(1.0 / (1.0 - dropout_p), p.dtype)  # (..., L, S)
         pd = p * keep
-    out = pd @ v                                     # (..., L, Ev)
-    return out, p, (qs, k, v, p, pd, keep, out)
+    out = _masked_matmul(pd, v, allowed) if dirty else pd @ v  # (..., L, Ev)
+    return out, p, (qs, k, v, p, pd, keep, out, allowed, dirty)
 
 
-def _backward_scores(ds, cache, scale, need):
+def _backward_scores(ds, cache, scale, need, dirty):
     """From ds = dL/d(scores before masking) (..., L, S): (dq, dk, dbias) for the flags in need."""
-    qs, k = cache[0], cache[1]
-    dq = (ds @ k) * scale if need[0] else None                    # s = (q scale) k^T
-    dk = np.swapaxes(ds, -1, -2) @ qs if need[1] else None
+    qs, k, allowed = cache[0], cache[1], cache[7]
+    if dirty:                                                     # sums that skip masked pairs
+        dq = _masked_matmul(ds, k, allowed) * scale if need[0] else None
+        dk = _masked_matmul(np.swapaxes(ds, -1, -2), qs, np.swapaxes(allowed, -1, -2)) if need[1] else None
+    else:
+        dq = (ds @ k) * scale if need[0] else None                # s = (q scale) k^T
+        dk = np.swapaxes(ds, -1, -2) @ qs if need[1] else None
     return dq, dk, (ds if need[2] else None)
 
 
 def _backward_out(g, cache, scale, need):
     """dL/d(q, k, v, bias) from g = dL/d(out) (..., L, Ev); need = 4 flags."""
-    qs, k, v, p, pd, keep, out = cache
-    dv = np.swapaxes(pd, -1, -2) @ g if need[2] else None        # out = pd v
+    allowed, dirty = cache[7], cache[8]
+    dirty = dirty or (allowed is not None and not np.isfinite(g).all())
+    with _quiet(dirty):
+        return _backward_out_kernel(g, cache, scale, need, dirty)
+
+
+def _backward_out_kernel(g, cache, scale, need, dirty):
+    qs, k, v, p, pd, keep, out, allowed, _ = cache
+    if need[2]:                                                   # out = pd v
+        pdt = np.swapaxes(pd, -1, -2)
+        dv = _masked_matmul(pdt, g, np.swapaxes(allowed, -1, -2)) if dirty else pdt @ g
+    else:
+        dv = None
     if not (need[0] or need[1] or need[3]):
         return None, None, dv, None
     dp = g @ np.swapaxes(v, -1, -2)                               # (..., L, S)
@@ -85,16 +156,28 @@ def _backward_out(g, cache, scale, need):
     # d softmax: p * (dp - sum_j p dp); sum_j p_ij dp_ij = g_i . out_i (cheaper: L x Ev, not L x S)
     dp -= np.sum(g * out, axis=-1, keepdims=True)
     dp *= p
-    dq, dk, dbias = _backward_scores(dp, cache, scale, (need[0], need[1], need[3]))
+    if dirty:
+        dp = np.where(allowed, dp, np.zeros((), dp.dtype))        # 0 * inf at a masked pair -> 0
+    dq, dk, dbias = _backward_scores(dp, cache, scale, (need[0], need[1], need[3]), dirty)
     return dq, dk, dv, dbias
 
 
 def _backward_weights(gp, cache, scale, need):
     """dL/d(q, k, bias) from gp = dL/d(weights) (..., L, S)."""
-    p = cache[3]
-    ds = gp * p
-    ds -= p * ds.sum(axis=-1, keepdims=True)                      # d softmax: p (gp - sum p gp)
-    return _backward_scores(ds, cache, scale, need)
+    p, allowed, dirty = cache[3], cache[7], cache[8]
+    with np.errstate(invalid="ignore"):                           # 0 * inf here is checked for just below
+        ds = gp * p
+    r = ds.sum(axis=-1, keepdims=True)
+    # a non-finite gp at a masked pair gives 0 * inf = NaN in its row sum, so checking r (L, not L x S) is enough
+    dirty = dirty or (allowed is not None and not np.isfinite(r).all())
+    if not dirty:
+        ds -= p * r                                               # d softmax: p (gp - sum p gp)
+        return _backward_scores(ds, cache, scale, need, False)
+    with _quiet(True):
+        zero = np.zeros((), ds.dtype)
+        ds = np.where(allowed, gp, zero) * p
+        ds -= p * ds.sum(axis=-1, keepdims=True)
+        return _backward_scores(np.where(allowed, ds, zero), cache, scale, need, True)
 
 
 # ---- argument checks ---------------------------------------------------------------------------------
@@ -122,7 +205,7 @@ def _check_qkv(q, k, v):
     return batch + (q.shape[-2], k.shape[-2])  # the scores' shape (..., L, S)
 
 
-def _prepare_masks(attn_mask, is_causal, scores_shape, dtype, name="attn_mask"):
+def _prepare_masks(attn_mask, is_causal, scores_shape, dtype, name="attn_mask", bool_meaning="True = may attend"):
     """-> (allowed bool array or None, bias Tensor or None) from the user's mask arguments."""
     if is_causal and attn_mask is not None:
         raise ValueError(f"scaled_dot_product_attention: give {name} or is_causal=True, not both "
@@ -132,7 +215,7 @@ def _prepare_masks(attn_mask, is_causal, scores_shape, dtype, name="attn_mask"):
         return _causal(L, S, "upper_left"), None  # as PyTorch's is_causal (see masks.py)
     if attn_mask is None:
         return None, None
-    m = as_mask_array(attn_mask, name)
+    m = as_mask_array(attn_mask, name, bool_meaning)
     check_broadcast(m, scores_shape, name)
     if m.dtype == bool:
         return m, None
@@ -161,6 +244,11 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     True (modules pass self.training); `rng` defaults to minigrad's generator. return_weights=True also
     returns the (pre-dropout, summing to 1) weights (..., L, S), themselves differentiable.
     One graph node: the backward is written by hand (softmax backward + two matmuls per input).
+    Non-finite input under a mask: a NaN or inf in a key, value or query reaches exactly the outputs and
+    gradients of the (query, key) pairs allowed to meet it; query i's output is NaN/inf if it may attend a
+    non-finite key or value, and unaffected by one it may not attend (even when other queries may). That
+    rare case takes a slower path (masked products); all-finite input runs as plain matmuls.
+    With no keys (S = 0) every output row is zero, with zero gradients.
     """
     q, k, v = as_tensor(query), as_tensor(key), as_tensor(value)
     shape = _check_qkv(q, k, v)

@@ -52,11 +52,14 @@ def key_padding_to_attn_mask(key_padding_mask, ndim=4):
     return ~m.reshape(m.shape[0], *(1,) * (ndim - 2), m.shape[1])
 
 
-def as_mask_array(mask, name):
-    """A mask given as a Tensor, ndarray or list, as an ndarray (bool or float); other dtypes are an error."""
+def as_mask_array(mask, name, bool_meaning="True = may attend"):
+    """A mask given as a Tensor, ndarray or list, as an ndarray (bool or float); other dtypes are an error.
+
+    bool_meaning says what True marks, for the error message ("True = padding, ignored" for a padding mask).
+    """
     m = mask.data if isinstance(mask, Tensor) else np.asarray(mask)
     if m.dtype != bool and m.dtype.kind != "f":
-        raise TypeError(f"{name} must be bool (True = may attend) or float (added to the scores), "
+        raise TypeError(f"{name} must be bool ({bool_meaning}) or float (added to the scores), "
                         f"got dtype {m.dtype}")
     if m.dtype.kind == "f" and np.isnan(m).any():
         raise ValueError(f"{name}: float mask of shape {m.shape} contains NaN; use -inf to mask a position")

@@ -67,7 +67,7 @@ class MultiHeadAttention(Module):
         allowed, bias = _prepare_masks(None, is_causal, shape, dtype)
         if attn_mask is not None:
             m = attn_mask if isinstance(attn_mask, Tensor) else Tensor(np.asarray(attn_mask))
-            if m.ndim == 3 and m.shape[0] == B * H and B * H != 1:  # PyTorch's (B*H, L, S) layout
+            if m.ndim == 3 and m.shape[0] == B * H:  # PyTorch's (B*H, L, S) layout (also when B*H == 1)
                 m = m.reshape(B, H, L, S)
             elif m.ndim not in (2, 4):
                 raise ValueError(f"MultiHeadAttention: attn_mask must be (L, S), (B*H, L, S) or broadcast "
@@ -76,6 +76,9 @@ class MultiHeadAttention(Module):
             allowed = _combine(allowed, a)
         if key_padding_mask is not None:
             kpm = key_padding_mask if isinstance(key_padding_mask, Tensor) else Tensor(np.asarray(key_padding_mask))
+            if kpm.dtype != bool and kpm.dtype.kind != "f":  # say it here: as_mask_array's wording is attn_mask's
+                raise TypeError(f"MultiHeadAttention: key_padding_mask must be bool (True = padding, ignored) "
+                                f"or float (added to the scores), got dtype {kpm.dtype}")
             if kpm.shape != (B, S):
                 raise ValueError(f"MultiHeadAttention: key_padding_mask must be (B, S) = {(B, S)}, "
                                  f"got shape {kpm.shape}")
@@ -83,7 +86,7 @@ class MultiHeadAttention(Module):
             if kpm.dtype == bool:
                 allowed = _combine(allowed, ~kpm.data)  # True = padding -> False = may not attend
             else:
-                a, b = _prepare_masks(kpm, False, shape, dtype, "key_padding_mask")
+                a, b = _prepare_masks(kpm, False, shape, dtype, "key_padding_mask", "True = padding, ignored")
                 allowed = _combine(allowed, a)
                 bias = b if bias is None else bias + b
         return allowed, bias
@@ -115,6 +118,11 @@ class MultiHeadAttention(Module):
         if key.shape[0] != B or value.shape[:2] != key.shape[:2]:
             raise ValueError(f"MultiHeadAttention: query {query.shape}, key {key.shape} and value {value.shape} "
                              f"must share B, and key and value S")
+        pdtype = self.out_proj.weight.dtype
+        if not query.dtype == key.dtype == value.dtype == pdtype:  # as torch: no silent promotion
+            raise TypeError(f"MultiHeadAttention: query, key and value dtypes ({query.dtype}, {key.dtype}, "
+                            f"{value.dtype}) must match the parameters' dtype {pdtype}; convert the inputs "
+                            f"(x.astype(...)) or build the module under that default dtype")
         allowed, bias = self._masks(key_padding_mask, attn_mask, is_causal, B, L, S, query.dtype)
         common = (allowed, bias, self.dropout, None, need_weights, self.training, None)
         if self_attn and self._same_dims:

@@ -161,11 +161,11 @@ def make_score(name, query_dim=None, key_dim=None, hidden_dim=None):
 
 
 def _clear_padding(x, kpm):
-    """x (B, S, D) with non-finite entries at padded positions (kpm (B, S) True) replaced by 0."""
+    """x (B, ..., S, D) with non-finite entries at padded positions (kpm (B, S) True) replaced by 0."""
     if np.isfinite(x.data).all():
         return x  # the common case: no extra graph node
-    bad = kpm[:, :, None] & ~np.isfinite(x.data)  # (B, S, D)
-    return ops.where(bad, np.zeros((), x.dtype), x)
+    pad = kpm.reshape(kpm.shape[0], *(1,) * (x.ndim - 3), kpm.shape[1], 1)  # (B, 1, ..., S, 1)
+    return ops.where(pad & ~np.isfinite(x.data), np.zeros((), x.dtype), x)
 
 
 class Attention(Module):
@@ -174,6 +174,9 @@ class Attention(Module):
     key_padding_mask (B, S): True = padding (ignored). attn_mask: bool, True = may attend, broadcastable
     to the scores (..., L, S). Masked keys get weight 0 and gradient 0; a query with no key gets a zero
     context. `prepared_keys` (from score.prepare_keys(keys)) skips recomputing key-only work each step.
+    Non-finite garbage at padded positions is cleared from keys and values before anything sees it; with
+    `prepared_keys` it is cleared from those, but the caller's own prepare_keys already saw the raw keys,
+    so clear them first if gradients must flow back through it.
     """
 
     def __init__(self, score):
@@ -185,15 +188,21 @@ class Attention(Module):
         if keys.shape[-2] != values.shape[-2]:
             raise ValueError(f"Attention: keys (..., S, Dk) and values (..., S, Dv) must share S, "
                              f"got keys {keys.shape} and values {values.shape}")
-        prepared = self.score.prepare_keys(keys) if prepared_keys is None else prepared_keys
         kpm = None
         if key_padding_mask is not None:
             kpm = as_bool_mask(key_padding_mask, "key_padding_mask")
             B, S = query.shape[0], keys.shape[-2]
             if kpm.shape != (B, S):
                 raise ValueError(f"Attention: key_padding_mask must be (B, S) = {(B, S)}, got shape {kpm.shape}")
-            # a score's own backward is not mask-aware (0 * NaN = NaN), so garbage in padding is cleared first
-            prepared, values = _clear_padding(prepared, kpm), _clear_padding(values, kpm)
+            # No backward here is mask-aware (0 * NaN = NaN), so garbage in padding is cleared before anything
+            # sees it: the raw keys before prepare_keys (whose projection's weight gradient is g^T keys), and
+            # the values. Padding is masked for every query, so clearing it changes no allowed result.
+            values = _clear_padding(values, kpm)
+            if prepared_keys is None:
+                keys = _clear_padding(keys, kpm)
+            else:
+                prepared_keys = _clear_padding(prepared_keys, kpm)  # prepared by the caller: clear what we got
+        prepared = self.score.prepare_keys(keys) if prepared_keys is None else prepared_keys
         s = self.score.score_prepared(query, prepared)  # (..., L, S)
         allowed = None
         if attn_mask is not None:

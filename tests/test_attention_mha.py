@@ -75,7 +75,7 @@ def test_padding_keys_get_zero_grad_and_weight(float64):
     assert np.all(mem.grad[1, 2:] == 0) and np.all(mem.grad[1, :2] != 0)
 
 
-def test_need_weights_false_and_dropout_modes():
+def test_need_weights_false_and_dropout_modes(float64):
     m = MultiHeadAttention(4, 2, dropout=0.5)
     x = mg.tensor(rng.standard_normal((2, 3, 4)))
     y, w = m(x, need_weights=False)
@@ -89,7 +89,7 @@ def test_need_weights_false_and_dropout_modes():
     np.testing.assert_allclose(w.data.sum(-1), 1, rtol=1e-6)  # pre-dropout weights
 
 
-def test_errors():
+def test_errors(float64):
     with pytest.raises(ValueError, match=r"embed_dim \(10\) must be divisible by num_heads \(3\)"):
         MultiHeadAttention(10, 3)
     m = MultiHeadAttention(4, 2)
@@ -102,8 +102,12 @@ def test_errors():
         m(mg.tensor(rng.standard_normal((3, 4))))
     with pytest.raises(ValueError, match=r"key_padding_mask must be \(B, S\) = \(2, 3\), got shape \(2, 4\)"):
         m(x, key_padding_mask=np.zeros((2, 4), bool))
-    with pytest.raises(TypeError, match="key_padding_mask must be bool .* got dtype int64"):
+    # a padding mask's True means padding: the message must not say "True = may attend"
+    with pytest.raises(TypeError, match=r"key_padding_mask must be bool \(True = padding, ignored\) or float .* "
+                                        r"got dtype int64"):
         m(x, key_padding_mask=np.zeros((2, 3), np.int64))
+    with pytest.raises(TypeError, match=r"attn_mask must be bool \(True = may attend\) or float .* got dtype int64"):
+        m(x, attn_mask=np.zeros((3, 3), np.int64))
     with pytest.raises(ValueError, match=r"attn_mask of shape \(2, 1, 3, 4\) does not broadcast .* \(2, 2, 3, 3\)"):
         m(x, attn_mask=np.ones((2, 1, 3, 4), bool))
     with pytest.raises(ValueError, match=r"attn_mask must be \(L, S\), \(B\*H, L, S\) .* got shape \(3, 3, 3\)"):
@@ -112,6 +116,31 @@ def test_errors():
         m(x, attn_mask=causal_mask(3), is_causal=True)
     with pytest.raises(ValueError, match="attn_mask: float mask .* contains NaN"):
         m(x, attn_mask=np.full((3, 3), np.nan))
+    # input dtype != parameter dtype: an error naming both (as torch), not a silent upcast to float64
+    with using_dtype(np.float32):
+        m32 = MultiHeadAttention(4, 2)
+    with pytest.raises(TypeError, match=r"dtypes \(float64, float64, float64\) must match the parameters' "
+                                        r"dtype float32"):
+        m32(x)
+    x32 = mg.tensor(x.data.astype(np.float32))
+    with pytest.raises(TypeError, match=r"dtypes \(float32, float64, float64\) must match .* float32"):
+        m32(x32, x, x)
+    with pytest.raises(TypeError, match=r"dtypes \(float32, float32, float32\) must match .* float64"):
+        m(x32)
+    assert m32(x32)[0].dtype == np.float32
+
+
+def test_bh_layout_mask_when_b_times_h_is_one(float64):
+    """A (B*H, L, S) attn_mask is PyTorch's layout; with B = H = 1 it is (1, L, S) and still valid."""
+    m = MultiHeadAttention(4, 1)
+    x = mg.tensor(rng.standard_normal((1, 3, 4)))
+    mask = rng.random((3, 5)) > 0.4
+    mask[:, 0] = True
+    kv = mg.tensor(rng.standard_normal((1, 5, 4)))
+    y3, w3 = m(x, kv, attn_mask=mask[None])
+    y2, w2 = m(x, kv, attn_mask=mask)
+    np.testing.assert_array_equal(y3.data, y2.data)
+    np.testing.assert_array_equal(w3.data, w2.data)
 
 
 # ---- parity with torch.nn.MultiheadAttention ------------------------------------------------------

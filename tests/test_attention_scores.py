@@ -97,6 +97,44 @@ def test_attention_fully_masked_row_and_nan_key():
     assert np.all(np.isfinite(q.grad)) and np.all(q.grad[:, 2] == 0)
 
 
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")  # prepared=True: the caller's own graph
+@pytest.mark.parametrize("name", ["general", "additive", "cosine"])
+@pytest.mark.parametrize("prepared", [False, True])
+def test_garbage_in_padded_key_keeps_every_gradient_finite(name, prepared):
+    """NaN/inf in a padded key or value reaches no gradient, the key projection's weights included (its
+    backward is g^T keys: the raw keys must be cleared before prepare_keys, not only W k after it)."""
+    att = Attention(make_score(name, 4, 4, 3))
+    q, k, v = t64(2, 3, 4), t64(2, 5, 4), t64(2, 5, 2)
+    kpm = padding_mask_from_lengths([5, 3], 5)
+    clean_k, clean_v = k.data.copy(), v.data.copy()
+    k.data[1, 4] = np.nan
+    k.data[1, 3, 0] = np.inf
+    v.data[1, 4, 1] = -np.inf
+
+    def grads(k):
+        att.zero_grad()
+        q.grad = k.grad = v.grad = None
+        pk = att.score.prepare_keys(k) if prepared else None
+        ctx, w = att(q, k, v, key_padding_mask=kpm, prepared_keys=pk)
+        (ctx.sum() + (w * w).sum()).backward()
+        return ctx.data, q.grad, [p.grad.copy() for _, p in att.named_parameters()]
+
+    ctx, gq, gps = grads(k)
+    assert np.all(np.isfinite(ctx)) and np.all(np.isfinite(gq))
+    if not prepared:  # with prepared keys the caller's own prepare_keys saw the garbage: its graph is theirs
+        for g in gps:
+            assert np.all(np.isfinite(g))
+        assert np.all(np.isfinite(k.grad)) and np.all(k.grad[1, 3:] == 0) and np.all(v.grad[1, 3:] == 0)
+    # and equal to the same call with finite padding
+    k.data[...], v.data[...] = clean_k, clean_v
+    ctx2, gq2, gps2 = grads(k)
+    np.testing.assert_allclose(ctx, ctx2, rtol=1e-12)
+    np.testing.assert_allclose(gq, gq2, rtol=1e-12)
+    if not prepared:
+        for a, b in zip(gps, gps2):
+            np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
+
+
 def test_errors():
     q, k = t64(2, 3, 4), t64(2, 5, 3)
     with pytest.raises(ValueError, match=r"dot score: .* must share D, got query \(2, 3, 4\) and keys \(2, 5, 3\)"):

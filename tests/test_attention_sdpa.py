@@ -177,6 +177,118 @@ def test_nan_in_masked_position_does_not_leak():
     assert np.isnan(sdpa(q, k, v, attn_mask=att).data[0]).all()
 
 
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")  # the test's own loss: 0 * inf below
+def test_nonfinite_reaches_only_queries_that_may_attend_it():
+    """A NaN/inf key or value that some queries may attend and others may not: the others' outputs and
+    gradients, and the gradients of keys only they attend, equal those of the same data made finite."""
+    def run(q, k, v, mask, w_grad=None):
+        q, k, v = (mg.tensor(x, requires_grad=True) for x in (q, k, v))
+        out, w = sdpa(q, k, v, attn_mask=mask, return_weights=True)
+        loss = out.sum() if w_grad is None else out.sum() + (w * mg.tensor(w_grad)).sum()
+        loss.backward()
+        return out.data, q.grad, k.grad, v.grad
+    q, k, v = rng.standard_normal((2, 4, 3)), rng.standard_normal((2, 6, 3)), rng.standard_normal((2, 6, 2))
+    m = (np.arange(6) >= np.arange(4)[:, None]) & (np.arange(6) <= np.arange(4)[:, None] + 2)  # i <= j <= i + 2
+    clean = run(q, k, v, m)
+    for name, j in (("k", 5), ("v", 5), ("k", 4), ("v", 3)):
+        bk, bv = k.copy(), v.copy()
+        if name == "k":
+            bk[:, j, 1] = np.nan
+        else:
+            bv[:, j, 1] = np.inf
+        dirty = run(q, bk, bv, m)
+        sees = m[:, j]                                      # the queries that may attend key j
+        free = ~m[sees].any(axis=0)                         # keys that no such query may attend
+        np.testing.assert_array_equal(dirty[0][:, ~sees], clean[0][:, ~sees])  # (a) their outputs
+        np.testing.assert_array_equal(dirty[1][:, ~sees], clean[1][:, ~sees])  # (b) no 0 * NaN in ds @ k
+        np.testing.assert_array_equal(dirty[2][:, free], clean[2][:, free])
+        np.testing.assert_array_equal(dirty[3][:, free], clean[3][:, free])
+        assert not np.isfinite(dirty[0][:, sees, 1]).any()  # a query that may attend it still shows it
+    # a NaN query row: the keys it may not attend keep clean gradients (no 0 * NaN in ds^T @ q)
+    bq = q.copy()
+    bq[:, 0] = np.nan                                       # query 0 attends keys 0..2 only
+    dirty = run(bq, k, v, m)
+    assert np.isnan(dirty[0][:, 0]).all() and np.isnan(dirty[2][:, :3]).all()
+    np.testing.assert_array_equal(dirty[2][:, 3:], clean[2][:, 3:])
+    np.testing.assert_array_equal(dirty[1][:, 1:], clean[1][:, 1:])
+    # a NaN query that may attend nothing: a zero row, and no key's gradient sees it
+    m0 = m.copy()
+    m0[0] = False
+    dirty, clean = run(bq, k, v, m0), run(q, k, v, m0)
+    for a, b in zip(dirty, clean):
+        np.testing.assert_array_equal(a, b)
+    # +inf in a float mask makes query 0's row NaN (inf - inf), and nothing else
+    fm = np.where(m, 0.0, -np.inf)
+    fi = fm.copy()
+    fi[0, 0] = np.inf
+    dirty, clean = run(q, k, v, fi), run(q, k, v, fm)
+    assert np.isnan(dirty[0][:, 0]).all()
+    for a, b, rows in zip(dirty, clean, (1, 1, 3, 3)):      # other queries; keys 3.. (query 0 attends 0..2)
+        np.testing.assert_array_equal(a[:, rows:], b[:, rows:])
+    # an inf in the gradient of a masked weight (0 * inf in the weights' backward) reaches nothing
+    gw = np.zeros((2, 4, 6))
+    gw[:, 0, 5] = np.inf                                    # weight (0, 5) is masked: a constant 0
+    for a, b in zip(run(q, k, v, m, gw), run(q, k, v, m, np.zeros_like(gw))):
+        np.testing.assert_array_equal(a, b)
+    # a NaN in the incoming gradient of query 0's output reaches only what query 0 attends (0 * NaN in p^T g)
+    tq, tk, tv = (mg.tensor(x, requires_grad=True) for x in (q, k, v))
+    out = sdpa(tq, tk, tv, attn_mask=m)
+    g = np.ones(out.shape)
+    g[:, 0, 0] = np.nan
+    out.backward(g)
+    assert np.isnan(tv.grad[:, :3]).any() and np.isnan(tq.grad[:, 0]).all()
+    np.testing.assert_array_equal(tv.grad[:, 3:], clean[3][:, 3:])
+    np.testing.assert_array_equal(tk.grad[:, 3:], clean[2][:, 3:])
+    np.testing.assert_array_equal(tq.grad[:, 1:], clean[1][:, 1:])
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_nonfinite_matches_per_query_reference(seed):
+    """Random masks with NaN/inf in q, k, v and the upstream gradient: outputs, weights and gradients are
+    finite exactly where a per-query torch computation over only the allowed keys is, and equal there."""
+    torch = pytest.importorskip("torch")
+    r = np.random.default_rng(100 + seed)
+    L, S = r.integers(1, 5), r.integers(1, 6)
+    x = {"q": r.standard_normal((2, L, 3)), "k": r.standard_normal((2, S, 3)), "v": r.standard_normal((2, S, 2))}
+    for a in x.values():
+        m = r.random(a.shape) < 0.15
+        a[m] = r.choice([np.nan, np.inf, -np.inf], size=m.sum())
+    A = r.random((2, L, S)) < 0.6
+    G, GW = r.standard_normal((2, L, 2)), r.standard_normal((2, L, S))
+    G[r.random(G.shape) < 0.1] = np.nan
+    T = {n: torch.tensor(a, requires_grad=True) for n, a in x.items()}
+    ref_out, ref_w = np.zeros((2, L, 2)), np.zeros((2, L, S))
+    with np.errstate(all="ignore"):
+        for b, i in np.ndindex(2, L):
+            js = torch.tensor(np.flatnonzero(A[b, i]))
+            if len(js) == 0:
+                continue
+            p = torch.softmax(T["q"][b, i] / math.sqrt(3) @ T["k"][b][js].T, -1)
+            o = p @ T["v"][b][js]
+            ((o * torch.tensor(G[b, i])).sum() + (p * torch.tensor(GW[b, i][js.numpy()])).sum()).backward()
+            ref_out[b, i], ref_w[b, i, js.numpy()] = o.detach().numpy(), p.detach().numpy()
+        t = {n: mg.tensor(a, requires_grad=True) for n, a in x.items()}
+        out, w = sdpa(t["q"], t["k"], t["v"], attn_mask=A, return_weights=True)
+        ((out * mg.tensor(G)).sum() + (w * mg.tensor(GW)).sum()).backward()
+    pairs = [(out.data, ref_out), (w.data, ref_w)] + [
+        (t[n].grad, T[n].grad.numpy() if T[n].grad is not None else np.zeros(x[n].shape)) for n in "qkv"]
+    for got, want in pairs:
+        fin = np.isfinite(want)
+        np.testing.assert_array_equal(np.isfinite(got), fin)
+        np.testing.assert_allclose(got[fin], want[fin], rtol=1e-9, atol=1e-12)
+
+
+def test_no_keys_gives_zeros_and_zero_grads():
+    """S = 0: every query has nothing to attend to, so (as for a fully masked row) zeros, zero gradients."""
+    q, k, v = t64(2, 3, 4), t64(2, 0, 4), t64(2, 0, 5)
+    for kw in ({}, {"is_causal": True}, {"attn_mask": np.ones((3, 0), bool)}, {"attn_mask": np.zeros((3, 0))}):
+        q.grad = None
+        out, w = sdpa(q, k, v, return_weights=True, **kw)
+        assert out.shape == (2, 3, 5) and w.shape == (2, 3, 0) and np.all(out.data == 0)
+        (out.sum() + w.sum()).backward()
+        assert np.all(q.grad == 0) and k.grad.shape == (2, 0, 4) and v.grad.shape == (2, 0, 5)
+
+
 def test_masked_softmax():
     x = t64(2, 3, 4)
     m = rng.random((3, 4)) > 0.5
