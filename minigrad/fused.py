@@ -175,21 +175,28 @@ def cross_entropy(logits, target, ignore_index=-100, label_smoothing=0.0, reduct
     # work on (M, C) rows: classes last
     xr = x if x.ndim == 2 else x.reshape(1, C) if x.ndim == 1 else np.moveaxis(x, 1, -1).reshape(-1, C)
     tr = t.reshape(-1)
-    # the common case, all targets in [0, C), costs two reductions; only then look for ignore_index
-    all_valid = tr.size == 0 or (0 <= tr.min() and tr.max() < C and not 0 <= ignore_index < C)
+    rows = np.arange(len(tr))
+    # the common case, no ignore_index in [0, C) and no negative target, costs one reduction; a target
+    # >= C is then caught by the indexing below
+    fast = ignore_index < 0 and (tr.size == 0 or tr.min() >= 0)
+    all_valid = fast or tr.size == 0 or (0 <= tr.min() and tr.max() < C and not 0 <= ignore_index < C)
     valid = True if all_valid else tr != ignore_index
     tv = tr if all_valid else np.where(valid, tr, 0)  # ignored rows point at class 0, then get weight 0
-    if not all_valid and tv.size and (tv.min() < 0 or tv.max() >= C):
+    if not fast and tv.size and (tv.min() < 0 or tv.max() >= C):
         bad = tv[(tv < 0) | (tv >= C)][0]
         raise IndexError(f"cross_entropy: target {bad} is out of range for {C} classes")
     shifted = xr - xr.max(axis=1, keepdims=True)
-    with np.errstate(divide="ignore"):
-        logp = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
-    rows = np.arange(len(tr))
+    e = np.exp(shifted)
+    total = e.sum(axis=1, keepdims=True)  # >= 1 (the max term is e^0), so its log is finite
+    log_total = np.log(total[:, 0])       # log p[i, c] = shifted[i, c] - log_total[i]
+    try:
+        picked = shifted[rows, tv] - log_total
+    except IndexError:
+        raise IndexError(f"cross_entropy: target {tv[tv >= C][0]} is out of range for {C} classes") from None
     eps = label_smoothing
-    loss = -logp[rows, tv]
+    loss = -picked
     if eps:  # label smoothing: (1 - eps) on the target plus eps spread evenly over all C classes
-        loss = (1 - eps) * loss - (eps / C) * logp.sum(axis=1)
+        loss = (1 - eps) * loss - (eps / C) * (shifted.sum(axis=1) - C * log_total)
     count = len(tr) if all_valid else int(np.count_nonzero(valid))
     if not all_valid:
         loss = np.where(valid, loss, 0).astype(x.dtype, copy=False)
@@ -202,7 +209,7 @@ def cross_entropy(logits, target, ignore_index=-100, label_smoothing=0.0, reduct
         out = loss.reshape(t.shape)
 
     def backward(g):  # d CE / d logits = softmax - (1 - eps) onehot - eps / C, per valid row
-        d = np.exp(logp)
+        d = e / total
         d[rows, tv] -= 1 - eps
         if eps:
             d -= eps / C
@@ -213,7 +220,7 @@ def cross_entropy(logits, target, ignore_index=-100, label_smoothing=0.0, reduct
         if x.ndim == 1:
             return (d.reshape(C),)
         return (np.moveaxis(d.reshape(x.shape[:1] + x.shape[2:] + (C,)), -1, 1),)
-    return _make(np.asarray(out, dtype=x.dtype), (logits,), backward, "cross_entropy")
+    return _make(out, (logits,), backward, "cross_entropy")  # out keeps the logits' dtype (weak scalars)
 
 
 def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):

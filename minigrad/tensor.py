@@ -290,7 +290,8 @@ def run_backward(root, grad, retain_graph=False):
                     pending[p] += 1
                 else:
                     pending[p] = 1
-                    stack.append(p)
+                    if p._parents:  # leaves have nothing to count
+                        stack.append(p)
     # 2. Kahn's walk: a node runs once all its children have handed it their gradient.
     # `owned` holds the nodes whose summed gradient no one else references, so += in place is safe.
     grads = {root: grad}
