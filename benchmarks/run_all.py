@@ -1,7 +1,7 @@
 """Run every benchmark (1 and 2 threads), append to results.jsonl, and write RESULTS.md for the README.
 
 Run: python benchmarks/run_all.py [--quick] [--threads 1 2] [--only mha mlp mlp_tiny chain] [--check]
-A full run takes about 4 minutes; --quick about 1.
+A full run takes about 3 minutes; --quick about 1.
 """
 import argparse
 import json

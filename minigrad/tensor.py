@@ -152,7 +152,7 @@ class Tensor:
             if self.data.size != 1:
                 raise RuntimeError(f"backward: grad can be implicit only for a scalar output, got shape "
                                    f"{self.shape}; pass grad= of that shape (e.g. an array of ones)")
-            grad = np.ones(self.data.shape, self.data.dtype)
+            grad = np.array(1, self.data.dtype).reshape(self.data.shape)  # a C call, not np.ones
         else:
             grad = grad.data if isinstance(grad, Tensor) else np.asarray(grad, dtype=self.dtype)
             if grad.shape != self.shape:
