@@ -10,22 +10,22 @@ from .tensor import Tensor
 
 # ---- softmax -------------------------------------------------------------------------------------
 
-def _one_axis(op, axis, dim, ndim):
-    """The single axis a softmax runs over (the last by default); None for a 0-d input."""
+def _one_axis(op, axis, dim, x):
+    """The single axis a softmax of x runs over (the last by default); None for a 0-d input."""
     axis = _axis(axis, dim)
     if not isinstance(axis, (int, np.integer, type(None))):
         raise TypeError(f"{op}: axis must be one int, got {axis!r}")
-    axes = _norm_axes(-1 if axis is None else axis, ndim, op)
+    if x.size == 0:
+        raise ValueError(f"{op}: cannot normalise an empty tensor of shape {x.shape}")
+    axes = _norm_axes(-1 if axis is None else axis, x.ndim, op)
     return axes[0] if axes else None
 
 
 def softmax(a, axis=None, dim=None):
     """Stable softmax along one axis (fused: one node, short backward)."""
     a = as_tensor(a)
-    axis = _one_axis("softmax", axis, dim, a.ndim)
     x = a.data
-    if x.size == 0:
-        raise ValueError(f"softmax: cannot normalise an empty tensor of shape {x.shape}")
+    axis = _one_axis("softmax", axis, dim, x)
     out = np.exp(x - x.max(axis=axis, keepdims=True))
     out /= out.sum(axis=axis, keepdims=True)  # in place: no third (..., N) buffer
 
@@ -38,10 +38,8 @@ def softmax(a, axis=None, dim=None):
 
 def log_softmax(a, axis=None, dim=None):
     a = as_tensor(a)
-    axis = _one_axis("log_softmax", axis, dim, a.ndim)
     x = a.data
-    if x.size == 0:
-        raise ValueError(f"log_softmax: cannot normalise an empty tensor of shape {x.shape}")
+    axis = _one_axis("log_softmax", axis, dim, x)
     out = x - _lse(x, axis)
 
     def backward(g):  # d log_softmax: g - softmax * sum(g)
