@@ -11,14 +11,10 @@ uses the opposite. key_padding_mask keeps PyTorch's meaning (True = padding, ign
 import numpy as np
 
 from minigrad import ops
-from minigrad.nn import Linear, Module, Parameter, xavier_uniform_, zeros_
-from minigrad.tensor import Tensor, get_default_dtype
+from minigrad.nn import Linear, Module, parameter, xavier_uniform_, zeros_
+from minigrad.tensor import Tensor
 
 from .functional import _attend, _combine, _prepare_masks
-
-
-def _param(*shape):
-    return Parameter(np.zeros(shape, get_default_dtype()))
 
 
 class MultiHeadAttention(Module):
@@ -36,13 +32,13 @@ class MultiHeadAttention(Module):
         self._same_dims = self.kdim == embed_dim and self.vdim == embed_dim
         C = embed_dim
         if self._same_dims:  # q, k, v projections stacked, as PyTorch: rows [0, C) q, [C, 2C) k, [2C, 3C) v
-            self.in_proj_weight = xavier_uniform_(_param(3 * C, C))
+            self.in_proj_weight = xavier_uniform_(parameter(3 * C, C))
         else:
             self.in_proj_weight = None
-            self.q_proj_weight = xavier_uniform_(_param(C, C))
-            self.k_proj_weight = xavier_uniform_(_param(C, self.kdim))
-            self.v_proj_weight = xavier_uniform_(_param(C, self.vdim))
-        self.in_proj_bias = zeros_(_param(3 * C)) if bias else None
+            self.q_proj_weight = xavier_uniform_(parameter(C, C))
+            self.k_proj_weight = xavier_uniform_(parameter(C, self.kdim))
+            self.v_proj_weight = xavier_uniform_(parameter(C, self.vdim))
+        self.in_proj_bias = zeros_(parameter(3 * C)) if bias else None
         self.out_proj = Linear(C, C, bias=bias)
         if bias:
             zeros_(self.out_proj.bias)

@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from minigrad import ops
-from minigrad.nn import Linear, Module, Parameter, uniform_
+from minigrad.nn import Linear, Module, Parameter, parameter, uniform_
 from minigrad.ops import _make
 from minigrad.tensor import get_default_dtype
 
@@ -110,7 +110,7 @@ class AdditiveScore(Score):
         self.W = Linear(query_dim, hidden_dim, bias=False)
         self.U = Linear(key_dim, hidden_dim, bias=True)
         bound = 1 / math.sqrt(hidden_dim)  # as a Linear(A, 1) would be
-        self.v = uniform_(Parameter(np.zeros(hidden_dim, get_default_dtype())), -bound, bound)
+        self.v = uniform_(parameter(hidden_dim), -bound, bound)
 
     def prepare_keys(self, keys):
         if keys.shape[-1] != self.key_dim:

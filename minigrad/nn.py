@@ -216,7 +216,8 @@ def kaiming_normal_(t, a=0.0, nonlinearity="leaky_relu"):
     return normal_(t, 0.0, gain / math.sqrt(fan_in))
 
 
-def _empty(*shape):
+def parameter(*shape):
+    """A Parameter of zeros in the default float dtype, for an init helper to fill."""
     return Parameter(np.zeros(shape, get_default_dtype()))
 
 
@@ -228,8 +229,8 @@ class Linear(Module):
     def __init__(self, in_features, out_features, bias=True):
         super().__init__()
         self.in_features, self.out_features = in_features, out_features
-        self.weight = kaiming_uniform_(_empty(out_features, in_features), a=math.sqrt(5))  # U(+-1/sqrt(in))
-        self.bias = uniform_(_empty(out_features), -1 / math.sqrt(in_features), 1 / math.sqrt(in_features)) \
+        self.weight = kaiming_uniform_(parameter(out_features, in_features), a=math.sqrt(5))  # U(+-1/sqrt(in))
+        self.bias = uniform_(parameter(out_features), -1 / math.sqrt(in_features), 1 / math.sqrt(in_features)) \
             if bias else None
 
     def forward(self, x):
@@ -245,7 +246,7 @@ class Embedding(Module):
     def __init__(self, num_embeddings, embedding_dim):
         super().__init__()
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
-        self.weight = normal_(_empty(num_embeddings, embedding_dim))
+        self.weight = normal_(parameter(num_embeddings, embedding_dim))
 
     def forward(self, idx):
         i = idx.data if isinstance(idx, Tensor) else np.asarray(idx)
@@ -265,8 +266,8 @@ class LayerNorm(Module):
         super().__init__()
         self.normalized_shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
         self.eps = eps
-        self.weight = ones_(_empty(*self.normalized_shape)) if elementwise_affine else None
-        self.bias = zeros_(_empty(*self.normalized_shape)) if elementwise_affine else None
+        self.weight = ones_(parameter(*self.normalized_shape)) if elementwise_affine else None
+        self.bias = zeros_(parameter(*self.normalized_shape)) if elementwise_affine else None
 
     def forward(self, x):
         return ops.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
@@ -294,10 +295,10 @@ class _RNNCellBase(Module):
         super().__init__()
         self.input_size, self.hidden_size = input_size, hidden_size
         k = 1 / math.sqrt(hidden_size)  # torch: every weight and bias ~ U(-1/sqrt(H), 1/sqrt(H))
-        self.weight_ih = uniform_(_empty(gates * hidden_size, input_size), -k, k)
-        self.weight_hh = uniform_(_empty(gates * hidden_size, hidden_size), -k, k)
-        self.bias_ih = uniform_(_empty(gates * hidden_size), -k, k) if bias else None
-        self.bias_hh = uniform_(_empty(gates * hidden_size), -k, k) if bias else None
+        self.weight_ih = uniform_(parameter(gates * hidden_size, input_size), -k, k)
+        self.weight_hh = uniform_(parameter(gates * hidden_size, hidden_size), -k, k)
+        self.bias_ih = uniform_(parameter(gates * hidden_size), -k, k) if bias else None
+        self.bias_hh = uniform_(parameter(gates * hidden_size), -k, k) if bias else None
 
     def _check(self, x, *states):
         if x.shape[-1] != self.input_size:
