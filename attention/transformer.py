@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from minigrad import ops
-from minigrad.nn import Dropout, LayerNorm, Linear, Module, Parameter, normal_
+from minigrad.nn import Dropout, LayerNorm, Linear, Module, normal_, parameter
 from minigrad.tensor import Tensor, get_default_dtype
 
 from .multihead import MultiHeadAttention
@@ -28,6 +28,13 @@ def _activation(name):
 class _FeedForward(Module):
     """The MLP half of a layer, for subclasses: linear1 -> act -> dropout -> linear2."""
 
+    def _init_ff(self, d_model, dim_feedforward, dropout, activation, bias):
+        """The MLP's modules, registered where torch's layers have them (after the attention)."""
+        self.activation = _activation(activation)
+        self.linear1 = Linear(d_model, dim_feedforward, bias=bias)
+        self.dropout = Dropout(dropout)
+        self.linear2 = Linear(dim_feedforward, d_model, bias=bias)
+
     def _ff(self, x):
         return self.linear2(self.dropout(_ACTIVATIONS[self.activation](self.linear1(x))))
 
@@ -38,11 +45,8 @@ class TransformerEncoderLayer(_FeedForward):
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu",
                  layer_norm_eps=1e-5, bias=True):
         super().__init__()
-        self.activation = _activation(activation)
         self.self_attn = MultiHeadAttention(d_model, nhead, dropout=dropout, bias=bias)
-        self.linear1 = Linear(d_model, dim_feedforward, bias=bias)
-        self.dropout = Dropout(dropout)
-        self.linear2 = Linear(dim_feedforward, d_model, bias=bias)
+        self._init_ff(d_model, dim_feedforward, dropout, activation, bias)
         self.norm1 = LayerNorm(d_model, eps=layer_norm_eps)
         self.norm2 = LayerNorm(d_model, eps=layer_norm_eps)
         self.dropout1 = Dropout(dropout)
@@ -64,12 +68,9 @@ class TransformerDecoderLayer(_FeedForward):
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu",
                  layer_norm_eps=1e-5, bias=True):
         super().__init__()
-        self.activation = _activation(activation)
         self.self_attn = MultiHeadAttention(d_model, nhead, dropout=dropout, bias=bias)
         self.multihead_attn = MultiHeadAttention(d_model, nhead, dropout=dropout, bias=bias)
-        self.linear1 = Linear(d_model, dim_feedforward, bias=bias)
-        self.dropout = Dropout(dropout)
-        self.linear2 = Linear(dim_feedforward, d_model, bias=bias)
+        self._init_ff(d_model, dim_feedforward, dropout, activation, bias)
         self.norm1 = LayerNorm(d_model, eps=layer_norm_eps)
         self.norm2 = LayerNorm(d_model, eps=layer_norm_eps)
         self.norm3 = LayerNorm(d_model, eps=layer_norm_eps)
@@ -131,7 +132,7 @@ class LearnedPositionalEncoding(Module):
     def __init__(self, d_model, max_len=512, dropout=0.0):
         super().__init__()
         self.d_model, self.max_len = d_model, max_len
-        self.weight = normal_(Parameter(np.zeros((max_len, d_model), get_default_dtype())), 0.0, 0.02)
+        self.weight = normal_(parameter(max_len, d_model), 0.0, 0.02)
         self.dropout = Dropout(dropout)
 
     def forward(self, x, offset=0):
