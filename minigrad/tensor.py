@@ -152,7 +152,9 @@ class Tensor:
             if self.data.size != 1:
                 raise RuntimeError(f"backward: grad can be implicit only for a scalar output, got shape "
                                    f"{self.shape}; pass grad= of that shape (e.g. an array of ones)")
-            grad = np.array(1, self.data.dtype).reshape(self.data.shape)  # a C call, not np.ones
+            grad = np.array(1, self.data.dtype)  # a C call, not np.ones
+            if self.data.ndim:
+                grad = grad.reshape(self.data.shape)
         else:
             grad = grad.data if isinstance(grad, Tensor) else np.asarray(grad, dtype=self.dtype)
             if grad.shape != self.shape:
@@ -279,19 +281,22 @@ def run_backward(root, grad, retain_graph=False):
     """Reverse-mode sweep from `root`, whose gradient is `grad`.
 
     Nodes are dict keys by identity (Tensor hashes as object; distinct live objects never compare).
+    Leaves (no `_backward`) never join the walk: each gradient sent to a leaf goes into its .grad at once.
     """
-    # 1. count, for each node, how many edges come into it from nodes that need its gradient
+    if root._backward is None:  # backward() on a leaf: its gradient is `grad` itself
+        _into_leaf(root, grad, fresh=False)
+        return
+    # 1. count, for each interior node, how many edges come into it from nodes that need its gradient
     pending = {root: 0}
     stack = [root]
     while stack:
         for p in stack.pop()._parents:
-            if p.requires_grad:
+            if p.requires_grad and p._backward is not None:
                 if p in pending:
                     pending[p] += 1
                 else:
                     pending[p] = 1
-                    if p._parents:  # leaves have nothing to count
-                        stack.append(p)
+                    stack.append(p)
     # 2. Kahn's walk: a node runs once all its children have handed it their gradient.
     # `owned` holds the nodes whose summed gradient no one else references, so += in place is safe.
     grads = {root: grad}
@@ -300,46 +305,45 @@ def run_backward(root, grad, retain_graph=False):
     while ready:
         node = ready.pop()
         g = grads.pop(node, None)
-        backward = node._backward
-        parents = node._parents
-        if backward is None:  # a leaf: accumulate into .grad
-            if g is None:
-                continue
-            if node.grad is None:
-                node.grad = g if node in owned and type(g) is np.ndarray else np.array(g)
-            else:
-                node.grad += g  # the engine owns node.grad
-            continue
+        backward, parents = node._backward, node._parents
         if not retain_graph:
             node._backward, node._parents = _freed, ()
-        if g is None:  # every child returned None for this node: it still releases its parents
-            pgrads = (None,) * len(parents)
-        else:
-            pgrads = backward(g)
+        # g is None when every child sent None: the node still has to release its parents
+        pgrads = (None,) * len(parents) if g is None else backward(g)
         for p, pg in zip(parents, pgrads):
             if not p.requires_grad:
                 continue
-            if type(pg) is Scatter:
-                prev = grads.get(p)
-                if prev is not None and p in owned and type(prev) is np.ndarray:
+            leaf = p._backward is None
+            if pg is None:
+                if leaf:
+                    continue
+            elif type(pg) is Scatter:
+                prev = p.grad if leaf else grads.get(p)
+                if prev is not None and (leaf or p in owned):
                     pg.add_into(prev)
                 else:
                     dense = pg.dense(p.data.shape, p.data.dtype)
                     if prev is not None:
                         dense += prev
+                    if leaf:
+                        p.grad = dense
+                        continue
                     grads[p] = dense
                     owned.add(p)
-            elif pg is not None:
+                if leaf:
+                    continue
+            else:
                 pd = p.data
                 if pg.shape != pd.shape:
                     pg = _unbroadcast(pg, pd.shape, node._op)
                     fresh = True
-                else:
-                    # a gradient passed through (g itself) or a view of something may be shared
+                else:  # a gradient passed through (g itself) or a view of something may be shared
                     fresh = pg is not g and pg.base is None
                 if pg.dtype is not pd.dtype and pg.dtype != pd.dtype:
-                    pg = pg.astype(pd.dtype)
-                    fresh = True
+                    pg, fresh = pg.astype(pd.dtype), True
+                if leaf:
+                    _into_leaf(p, pg, fresh)
+                    continue
                 prev = grads.get(p)
                 if prev is None:
                     grads[p] = pg
@@ -354,5 +358,14 @@ def run_backward(root, grad, retain_graph=False):
             pending[p] = n
             if n == 0:
                 ready.append(p)
+
+
+def _into_leaf(leaf, g, fresh):
+    """Add the array g into leaf.grad, adopting g when it is fresh (nobody else holds it)."""
+    if leaf.grad is None:
+        leaf.grad = g if fresh and type(g) is np.ndarray else np.array(g)
+    else:
+        leaf.grad += g  # the engine made leaf.grad, so it may add in place
+
 
 from . import ops  # noqa: E402  (ops needs Tensor; Tensor's methods need ops at call time)

@@ -77,6 +77,26 @@ def test_backward_twice_accumulates_on_leaves_only():
     assert not b.is_leaf and a.is_leaf
 
 
+def test_backward_on_a_leaf_gives_it_a_copy_of_the_gradient():
+    a = leaf([1.0, 2.0])
+    u = np.array([3.0, 4.0])
+    a.backward(u)
+    np.testing.assert_array_equal(a.grad, u)
+    assert not np.shares_memory(a.grad, u)
+    a.backward(u)  # accumulates
+    np.testing.assert_array_equal(a.grad, 2 * u)
+    np.testing.assert_array_equal(u, [3.0, 4.0])
+
+
+def test_a_leaf_gets_scattered_and_dense_gradients_in_either_order():
+    for first_slice in (True, False):
+        x = leaf([1.0, 2.0, 3.0])
+        parts = [x[1:] * 5.0, x * x]
+        total = sum((p.sum() for p in (parts if first_slice else parts[::-1])), mg.tensor(np.array(0.0)))
+        total.backward()
+        np.testing.assert_allclose(x.grad, [2.0, 9.0, 11.0])
+
+
 def test_graph_is_freed_after_backward():
     a = leaf([1.0, 2.0])
     c = (a * a).sum()
