@@ -17,7 +17,7 @@ def _one_axis(op, axis, dim, x):
         raise TypeError(f"{op}: axis must be one int, got {axis!r}")
     if x.size == 0:
         raise ValueError(f"{op}: cannot normalise an empty tensor of shape {x.shape}")
-    axes = _norm_axes(-1 if axis is None else axis, x.ndim, op)
+    axes = _norm_axes(-1 if axis is None else axis, x.shape, op)
     return axes[0] if axes else None
 
 

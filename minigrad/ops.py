@@ -61,20 +61,27 @@ def _axis(axis, dim):
     return axis
 
 
-def _norm_axes(axis, ndim, op):
+def _check_axis(op, axis, nd, shape):
+    """axis as a non-negative int, or IndexError if it is not in [-nd, nd)."""
+    if not -nd <= axis < nd:
+        raise IndexError(f"{op}: axis {axis} is out of range for shape {shape}")
+    return axis % nd
+
+
+def _norm_axes(axis, shape, op):
     """Normalise an int / tuple / None axis to a sorted tuple of non-negative ints."""
+    nd = len(shape)
     if axis is None:
-        return tuple(range(ndim))
+        return tuple(range(nd))
     axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
-    out = []
-    for a in axes:
-        if not -builtins.max(ndim, 1) <= a < builtins.max(ndim, 1):
-            raise IndexError(f"{op}: axis {a} is out of range for a tensor with {ndim} dims")
-        if ndim:  # a 0-d tensor has one pseudo-axis (0 or -1), over which nothing is reduced (as torch)
-            out.append(a % ndim)
+    if not nd:  # a 0-d tensor has one pseudo-axis (0 or -1), over which nothing is reduced (as torch)
+        for a in axes:
+            _check_axis(op, a, 1, shape)
+        return ()
+    out = sorted(_check_axis(op, a, nd, shape) for a in axes)
     if len(set(out)) != len(out):
         raise ValueError(f"{op}: axis {axis} repeats an axis")
-    return tuple(sorted(out))
+    return tuple(out)
 
 
 def _shapes_broadcast(op, a, b):
@@ -351,7 +358,7 @@ def _expand_back(g, shape, axes, keepdims):
 
 def sum(a, axis=None, keepdims=False, dim=None):
     a = as_tensor(a)
-    axes = _norm_axes(_axis(axis, dim), a.ndim, "sum")
+    axes = _norm_axes(_axis(axis, dim), a.shape, "sum")
     shape = a.shape
     return _make(a.data.sum(axis=axes, keepdims=keepdims), (a,),
                  lambda g: (_expand_back(g, shape, axes, keepdims),), "sum")  # g copied to every summand
@@ -359,7 +366,7 @@ def sum(a, axis=None, keepdims=False, dim=None):
 
 def mean(a, axis=None, keepdims=False, dim=None):
     a = as_tensor(a)
-    axes = _norm_axes(_axis(axis, dim), a.ndim, "mean")
+    axes = _norm_axes(_axis(axis, dim), a.shape, "mean")
     shape = a.shape
     n = 1
     for i in axes:
@@ -373,7 +380,7 @@ def mean(a, axis=None, keepdims=False, dim=None):
 def var(a, axis=None, keepdims=False, dim=None, correction=0):
     """Variance with `correction` (0 = population, 1 = sample), as torch.var(correction=...)."""
     a = as_tensor(a)
-    axes = _norm_axes(_axis(axis, dim), a.ndim, "var")
+    axes = _norm_axes(_axis(axis, dim), a.shape, "var")
     x = a.data
     n = 1
     for i in axes:
@@ -388,7 +395,7 @@ def var(a, axis=None, keepdims=False, dim=None, correction=0):
 
 def _extreme(op, reduce, a, axis, keepdims, dim):
     a = as_tensor(a)
-    axes = _norm_axes(_axis(axis, dim), a.ndim, op)
+    axes = _norm_axes(_axis(axis, dim), a.shape, op)
     x = a.data
     if x.size == 0:
         raise ValueError(f"{op}: cannot reduce an empty tensor of shape {x.shape}")
@@ -423,7 +430,7 @@ def _lse(x, axes):
 
 def logsumexp(a, axis=None, keepdims=False, dim=None):
     a = as_tensor(a)
-    axes = _norm_axes(_axis(axis, dim), a.ndim, "logsumexp")
+    axes = _norm_axes(_axis(axis, dim), a.shape, "logsumexp")
     x = a.data
     out = _lse(x, axes)
 

@@ -6,7 +6,7 @@ an inverse permutation, a scatter-add, a crop). Plumbing (_make, as_tensor) is i
 
 import numpy as np
 
-from .ops import _axis, _make, _norm_axes, as_tensor
+from .ops import _axis, _check_axis, _make, _norm_axes, as_tensor
 from .tensor import Scatter, Tensor
 
 def _shape_arg(shape):
@@ -22,13 +22,6 @@ def reshape(a, *shape):
     except ValueError:
         raise ValueError(f"reshape: cannot reshape {in_shape} ({a.size} elements) into {shape}") from None
     return _make(out, (a,), lambda g: (g.reshape(in_shape),), "reshape")
-
-
-def _check_axis(op, axis, nd, shape):
-    """axis as a non-negative int, or IndexError if it is not in [-nd, nd)."""
-    if not -nd <= axis < nd:
-        raise IndexError(f"{op}: axis {axis} is out of range for shape {shape}")
-    return axis % nd
 
 
 def flatten(a, start_dim=0, end_dim=-1):
@@ -82,7 +75,7 @@ def squeeze(a, axis=None, dim=None):
     if axis is None:
         shape = tuple(n for n in a.shape if n != 1)
     else:
-        axes = _norm_axes(axis, a.ndim, "squeeze")
+        axes = _norm_axes(axis, a.shape, "squeeze")
         shape = tuple(n for i, n in enumerate(a.shape) if not (i in axes and n == 1))  # as torch: skip non-1
     return reshape(a, shape)
 
