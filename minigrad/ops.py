@@ -92,9 +92,19 @@ def _shapes_broadcast(op, a, b):
 
 
 def _binary(op, a, b, f):
-    """Apply the array function f to two operands with a clear error on shape mismatch."""
+    """Apply the array function f to two operands with a clear error on shape mismatch.
+
+    As in PyTorch, a 0-d float operand takes the dtype of an n-d float one (float32 x * a float64 0-d
+    tensor stays float32), as Python numbers do; otherwise NumPy's promotion applies.
+    """
+    ad, bd = a.data, b.data
+    if ad.dtype is not bd.dtype and (ad.ndim == 0) != (bd.ndim == 0) and ad.dtype.kind == bd.dtype.kind == "f":
+        if ad.ndim == 0:
+            ad = ad.astype(bd.dtype)
+        else:
+            bd = bd.astype(ad.dtype)
     try:
-        return f(a.data, b.data)
+        return f(ad, bd)
     except ValueError:
         _shapes_broadcast(op, a, b)
         raise

@@ -499,6 +499,29 @@ def test_zero_dim_numpy_array_is_a_weak_scalar_and_keeps_float32():
         assert y.dtype == np.float32
 
 
+ZERO_DIM_OPS = {"add": lambda x, c: x + c, "sub": lambda x, c: x - c, "mul": lambda x, c: x * c,
+                "div": lambda x, c: x / c, "pow": lambda x, c: x ** c, "radd": lambda x, c: c + x,
+                "rsub": lambda x, c: c - x, "rmul": lambda x, c: c * x, "rdiv": lambda x, c: c / x}
+
+
+@pytest.mark.parametrize("op", ZERO_DIM_OPS)
+def test_a_zero_dim_float64_tensor_does_not_widen_a_float32_tensor(op):
+    """PyTorch's rule: a 0-dim tensor promotes like a number; each gradient keeps its own leaf's dtype."""
+    f = ZERO_DIM_OPS[op]
+    x = mg.tensor([1.5, 2.0, 3.0], requires_grad=True)  # float32
+    c = mg.tensor(np.array(1.25), requires_grad=True)    # float64, 0-d
+    y = f(x, c)
+    assert y.dtype == np.float32
+    y.sum().backward()
+    assert x.grad.dtype == np.float32 and c.grad.dtype == np.float64
+    x64, c64 = leaf(x.data.astype(np.float64)), leaf(1.25)  # the same computation in float64
+    want = f(x64, c64)
+    want.sum().backward()
+    np.testing.assert_allclose(y.data, want.data, rtol=1e-6)
+    np.testing.assert_allclose(x.grad, x64.grad, rtol=1e-6)
+    np.testing.assert_allclose(c.grad, c64.grad, rtol=1e-6)
+
+
 def test_slice_gradients_scatter_into_one_accumulator():
     # pieces of one tensor (basic slices, a repeated integer index, a mask) plus a dense use of it
     rng = np.random.default_rng(3)
