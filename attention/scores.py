@@ -168,15 +168,45 @@ def _clear_padding(x, kpm):
     return ops.where(pad & ~np.isfinite(x.data), np.zeros((), x.dtype), x)
 
 
+def _nonfinite_hidden_by_mask(prepared, values, allowed, scores_shape):
+    """Key positions (..., S) that hold NaN/inf in `prepared` or `values` and that no query may see.
+
+    Those are cleared by the caller (exact: nobody attends them). A non-finite position that some
+    queries see and `allowed` hides from others raises: no backward here is mask-aware (0 * NaN = NaN),
+    so it would reach the hidden queries. Returns None when there is nothing to clear.
+    """
+    bad = ~np.isfinite(prepared).all(axis=-1) | ~np.isfinite(values).all(axis=-1)  # (..., S)
+    if not bad.any():
+        return None
+    allowed = np.broadcast_to(allowed, scores_shape)
+    some, every = allowed.any(axis=-2), allowed.all(axis=-2)  # (..., S): seen by some / every query
+    partial = bad & some & ~every
+    if partial.any():
+        where = tuple(int(i) for i in np.argwhere(partial)[0])
+        raise ValueError(f"Attention: keys or values hold NaN/inf at key position {where[-1]} (index {where} of "
+                         f"the (..., S) positions), which attn_mask shows to some queries and hides from others; "
+                         f"the generic Attention cannot keep it out of the hidden queries' results. Clear it, or "
+                         f"use scaled_dot_product_attention, which can")
+    hidden = bad & ~some
+    return hidden if hidden.any() else None
+
+
+def _clear_positions(x, hidden):
+    """x (..., S, D) with the key positions `hidden` (..., S) set to 0 (one `where` node)."""
+    return ops.where(hidden[..., None], np.zeros((), x.dtype), x)
+
+
 class Attention(Module):
     """Soft attention with any score: forward -> (context (..., L, Dv), weights (..., L, S)).
 
     key_padding_mask (B, S): True = padding (ignored). attn_mask: bool, True = may attend, broadcastable
     to the scores (..., L, S). Masked keys get weight 0 and gradient 0; a query with no key gets a zero
     context. `prepared_keys` (from score.prepare_keys(keys)) skips recomputing key-only work each step.
-    Non-finite garbage at padded positions is cleared from keys and values before anything sees it; with
-    `prepared_keys` it is cleared from those, but the caller's own prepare_keys already saw the raw keys,
-    so clear them first if gradients must flow back through it.
+    Non-finite garbage at positions no query may see (padding, or columns attn_mask hides from every
+    query) is cleared from keys and values before anything sees it; with `prepared_keys` it is cleared
+    from those, but the caller's own prepare_keys already saw the raw keys, so clear them first if
+    gradients must flow back through it. Garbage that attn_mask shows to some queries and hides from
+    others raises ValueError (scaled_dot_product_attention handles that case exactly).
     """
 
     def __init__(self, score):
@@ -211,5 +241,14 @@ class Attention(Module):
         if kpm is not None:
             pad = key_padding_to_attn_mask(kpm, ndim=s.ndim)  # (B, 1, ..., S), True = may attend
             allowed = pad if allowed is None else allowed & pad
+        if attn_mask is not None:  # garbage the attn_mask hides from every query is cleared, as padding is
+            hidden = _nonfinite_hidden_by_mask(prepared.data, values.data, allowed, s.shape)
+            if hidden is not None:
+                values = _clear_positions(values, hidden)
+                if prepared_keys is None:
+                    prepared = self.score.prepare_keys(_clear_positions(keys, hidden))
+                else:
+                    prepared = _clear_positions(prepared, hidden)
+                s = self.score.score_prepared(query, prepared)
         weights = masked_softmax(s, allowed)
         return weights @ values, weights  # (..., L, S) @ (..., S, Dv)

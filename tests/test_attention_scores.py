@@ -135,6 +135,42 @@ def test_garbage_in_padded_key_keeps_every_gradient_finite(name, prepared):
             np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
 
 
+@pytest.mark.parametrize("name", ["dot", "general", "additive", "cosine"])
+@pytest.mark.parametrize("where", ["key", "value"])
+def test_garbage_that_attn_mask_hides_from_every_query_reaches_nothing(name, where):
+    """A NaN key or value at a position no query may attend is cleared, as padding is: the results and
+    every gradient equal those of the same call with a finite entry there."""
+    att = Attention(make_score(name, 4, 4, 3))
+    q, k, v = t64(2, 3, 4), t64(2, 5, 4), t64(2, 5, 2)
+    m = np.ones((3, 5), bool)
+    m[:, 2] = False  # position 2: nobody looks
+
+    def run():
+        att.zero_grad()
+        q.grad = k.grad = v.grad = None
+        ctx, w = att(q, k, v, attn_mask=m)
+        (ctx.sum() + (w * w).sum()).backward()
+        return [ctx.data, q.grad, k.grad, v.grad] + [p.grad.copy() for _, p in att.named_parameters()]
+
+    want = run()
+    (k if where == "key" else v).data[1, 2, 0] = np.nan
+    got = run()
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
+
+
+def test_garbage_that_attn_mask_shows_to_some_queries_only_is_an_error():
+    att = Attention("dot")
+    q, k, v = t64(1, 4, 3), t64(1, 4, 3), t64(1, 4, 3)
+    v.data[0, 3, 1] = np.nan  # the last position: a causal mask shows it to the last query only
+    causal = np.tril(np.ones((4, 4), bool))
+    with pytest.raises(ValueError, match=r"NaN/inf at key position 3 .* shows to some queries and hides from "
+                                         r"others.* use scaled_dot_product_attention"):
+        att(q, k, v, attn_mask=causal)
+    ctx, _ = att(q, k, v)  # with no mask every query sees it: garbage in, garbage out, for every query
+    assert np.isnan(ctx.data[0, :, 1]).all() and np.isfinite(ctx.data[0, :, [0, 2]]).all()
+
+
 def test_errors():
     q, k = t64(2, 3, 4), t64(2, 5, 3)
     with pytest.raises(ValueError, match=r"dot score: .* must share D, got query \(2, 3, 4\) and keys \(2, 5, 3\)"):
