@@ -1,4 +1,6 @@
 """Helpers shared by the test modules: `from helpers import ...` (tests/ is on sys.path, see conftest.py)."""
+import gc
+import weakref
 from contextlib import contextmanager
 
 import minigrad as mg
@@ -20,3 +22,18 @@ def t64_maker(rng):
     def t64(*shape, grad=True):
         return mg.tensor(rng.standard_normal(shape), requires_grad=grad)
     return t64
+
+
+def outlives_its_references(make, backward):
+    """With the garbage collector off, build `make()`'s output (and backpropagate from its sum if
+    `backward`), drop it, and say whether it is still alive: True means a reference cycle holds it."""
+    gc.disable()
+    try:
+        out = make()
+        if backward:
+            out.sum().backward()
+        alive = weakref.ref(out)
+        del out
+        return alive() is not None
+    finally:
+        gc.enable()

@@ -4,7 +4,7 @@ import pytest
 
 import minigrad as mg
 from attention import MultiHeadAttention, causal_mask, padding_mask_from_lengths
-from helpers import t64_maker, using_dtype
+from helpers import outlives_its_references, t64_maker, using_dtype
 
 rng = np.random.default_rng(1)
 t64 = t64_maker(rng)
@@ -232,3 +232,13 @@ def test_float_key_padding_mask_equals_bool(float64):
     np.testing.assert_array_equal(w1.data, w2.data)
     bias = t64(2, 3)  # a learned additive bias per key gets its gradient through the fused op
     assert mg.gradcheck(lambda x, b: m(x, key_padding_mask=b)[0], x, bias)
+
+
+@pytest.mark.parametrize("backward", [False, True])
+def test_attention_graphs_have_no_reference_cycle(backward, float64):
+    from attention import Attention, scaled_dot_product_attention
+    q, k, v = t64(2, 3, 8), t64(2, 5, 8), t64(2, 5, 8)
+    mha, att = MultiHeadAttention(8, 2), Attention("dot")
+    for make in (lambda: mha(q, k, v)[0], lambda: scaled_dot_product_attention(q, k, v, is_causal=True),
+                 lambda: att(q, k, v, attn_mask=causal_mask(3, 5))[0]):
+        assert not outlives_its_references(make, backward)

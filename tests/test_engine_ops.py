@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import mutually_broadcastable_shapes
 
 import minigrad as mg
+from helpers import outlives_its_references
 from minigrad import ops
 
 
@@ -352,6 +353,15 @@ def test_op_row(r):
     for t, a in zip(ts, arrays):
         np.testing.assert_array_equal(t.data, a)  # the op did not write into its input
     assert mg.gradcheck(r.fn, *ts)
+
+
+@pytest.mark.parametrize("backward", [False, True])
+@pytest.mark.parametrize("r", ROWS, ids=[r.id for r in ROWS])
+def test_op_graph_has_no_reference_cycle(r, backward):
+    """An op's output and its graph die by reference counting alone (a backward closure that held its
+    own output Tensor would keep the whole graph alive until the collector ran)."""
+    ts = [mg.tensor(a, requires_grad=True) for a in inputs_for(r)]
+    assert not outlives_its_references(lambda: r.fn(*ts), backward), f"{r.id}: a reference cycle"
 
 
 def test_every_public_op_has_a_row():

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import minigrad as mg
+from helpers import outlives_its_references
 from minigrad import nn, optim
 
 
@@ -497,3 +498,13 @@ def test_tensor_buffer_state_dict_and_save(tmp_path):
     np.testing.assert_array_equal(m.t.data, 5.0)
     m.load_state_dict(mg.load(tmp_path / "m.npz"))
     np.testing.assert_array_equal(m.t.data, [0.0, 1.0, 2.0])
+
+
+@pytest.mark.parametrize("backward", [False, True])
+@pytest.mark.parametrize("make", [
+    lambda x: nn.Linear(4, 3)(x), lambda x: nn.LayerNorm(4)(x), lambda x: nn.GRUCell(4, 3)(x),
+    lambda x: nn.LSTMCell(4, 3)(x)[0], lambda x: Block().train()(x), lambda x: Net()(np.array([[1, 2, 3, 4]])),
+], ids=["Linear", "LayerNorm", "GRUCell", "LSTMCell", "Block", "Net"])
+def test_module_graph_has_no_reference_cycle(make, backward):
+    x = mg.tensor(np.random.default_rng(0).standard_normal((2, 4)), requires_grad=True)
+    assert not outlives_its_references(lambda: make(x), backward)
