@@ -182,8 +182,8 @@ def _nonfinite_hidden_by_mask(prepared, values, allowed, scores_shape):
     some, every = allowed.any(axis=-2), allowed.all(axis=-2)  # (..., S): seen by some / every query
     partial = bad & some & ~every
     if partial.any():
-        where = tuple(int(i) for i in np.argwhere(partial)[0])
-        raise ValueError(f"Attention: keys or values hold NaN/inf at key position {where[-1]} (index {where} of "
+        at = tuple(int(i) for i in np.argwhere(partial)[0])
+        raise ValueError(f"Attention: keys or values hold NaN/inf at key position {at[-1]} (index {at} of "
                          f"the (..., S) positions), which attn_mask shows to some queries and hides from others; "
                          f"the generic Attention cannot keep it out of the hidden queries' results. Clear it, or "
                          f"use scaled_dot_product_attention, which can")

@@ -314,24 +314,22 @@ def run_backward(root, grad, retain_graph=False):
             if not p.requires_grad:
                 continue
             leaf = p._backward is None
-            if pg is None:
+            if pg is None:  # nothing to add; an interior node still counts this edge as done
                 if leaf:
                     continue
             elif type(pg) is Scatter:
-                prev = p.grad if leaf else grads.get(p)
-                if prev is not None and (leaf or p in owned):
+                if leaf:
+                    _into_leaf(p, pg, fresh=False)
+                    continue
+                prev = grads.get(p)
+                if prev is not None and p in owned and type(prev) is np.ndarray:
                     pg.add_into(prev)
                 else:
                     dense = pg.dense(p.data.shape, p.data.dtype)
                     if prev is not None:
                         dense += prev
-                    if leaf:
-                        p.grad = dense
-                        continue
                     grads[p] = dense
                     owned.add(p)
-                if leaf:
-                    continue
             else:
                 pd = p.data
                 if pg.shape != pd.shape:
@@ -361,8 +359,13 @@ def run_backward(root, grad, retain_graph=False):
 
 
 def _into_leaf(leaf, g, fresh):
-    """Add the array g into leaf.grad, adopting g when it is fresh (nobody else holds it)."""
-    if leaf.grad is None:
+    """Add g (an array or a Scatter) into leaf.grad; a fresh array (nobody else holds it) is adopted."""
+    if type(g) is Scatter:
+        if leaf.grad is None:
+            leaf.grad = g.dense(leaf.data.shape, leaf.data.dtype)
+        else:
+            g.add_into(leaf.grad)
+    elif leaf.grad is None:
         leaf.grad = g if fresh and type(g) is np.ndarray else np.array(g)
     else:
         leaf.grad += g  # the engine made leaf.grad, so it may add in place
