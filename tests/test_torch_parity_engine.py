@@ -259,3 +259,23 @@ def test_schedule_parity(ours_sched, theirs_sched, kw):
         assert o.lr == pytest.approx(st.get_last_lr()[0], rel=1e-12)
         o.step(), t.step()
         so.step(), st.step()
+
+
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "div", "pow"])
+@pytest.mark.parametrize("zero_dim_first", [False, True])
+def test_zero_dim_float64_tensor_promotes_as_in_torch(op, zero_dim_first):
+    """float32 (3,) with float64 0-d: the result's dtype, value and both gradients' dtypes match torch."""
+    f = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+         "div": lambda a, b: a / b, "pow": lambda a, b: a ** b}[op]
+    x, c = np.array([1.5, 2.0, 3.0], np.float32), np.array(1.25)
+    mx, mc = mg.tensor(x, requires_grad=True), mg.tensor(c, requires_grad=True)
+    tx, tc = torch.tensor(x, requires_grad=True), torch.tensor(c, requires_grad=True)
+    m = f(mc, mx) if zero_dim_first else f(mx, mc)
+    t = f(tc, tx) if zero_dim_first else f(tx, tc)
+    assert str(m.dtype) == str(t.dtype).replace("torch.", "")
+    np.testing.assert_allclose(m.data, t.detach().numpy(), rtol=1e-6)
+    m.sum().backward()
+    t.sum().backward()
+    for a, b in ((mx, tx), (mc, tc)):
+        assert str(a.grad.dtype) == str(b.grad.dtype).replace("torch.", "")
+        np.testing.assert_allclose(a.grad, b.grad.numpy(), rtol=1e-6)
