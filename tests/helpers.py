@@ -37,3 +37,8 @@ def outlives_its_references(make, backward):
         return alive() is not None
     finally:
         gc.enable()
+
+
+# the five arithmetic operators as functions of two operands (the engine and torch tests share them)
+BINARY_OPS = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+              "div": lambda a, b: a / b, "pow": lambda a, b: a ** b}

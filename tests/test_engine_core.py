@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import minigrad as mg
+from helpers import BINARY_OPS
 from minigrad import Function, GradcheckError, gradcheck
 
 
@@ -499,15 +500,12 @@ def test_zero_dim_numpy_array_is_a_weak_scalar_and_keeps_float32():
         assert y.dtype == np.float32
 
 
-ZERO_DIM_OPS = {"add": lambda x, c: x + c, "sub": lambda x, c: x - c, "mul": lambda x, c: x * c,
-                "div": lambda x, c: x / c, "pow": lambda x, c: x ** c, "radd": lambda x, c: c + x,
-                "rsub": lambda x, c: c - x, "rmul": lambda x, c: c * x, "rdiv": lambda x, c: c / x}
-
-
-@pytest.mark.parametrize("op", ZERO_DIM_OPS)
-def test_a_zero_dim_float64_tensor_does_not_widen_a_float32_tensor(op):
+@pytest.mark.parametrize("zero_dim_first", [False, True])
+@pytest.mark.parametrize("op", BINARY_OPS)
+def test_a_zero_dim_float64_tensor_does_not_widen_a_float32_tensor(op, zero_dim_first):
     """PyTorch's rule: a 0-dim tensor promotes like a number; each gradient keeps its own leaf's dtype."""
-    f = ZERO_DIM_OPS[op]
+    def f(x, c):
+        return BINARY_OPS[op](c, x) if zero_dim_first else BINARY_OPS[op](x, c)
     x = mg.tensor([1.5, 2.0, 3.0], requires_grad=True)  # float32
     c = mg.tensor(np.array(1.25), requires_grad=True)    # float64, 0-d
     y = f(x, c)

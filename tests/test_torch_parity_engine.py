@@ -6,6 +6,7 @@ torch = pytest.importorskip("torch")
 import torch.nn.functional as TF  # noqa: E402
 
 import minigrad as mg  # noqa: E402
+from helpers import BINARY_OPS  # noqa: E402
 from minigrad import nn, optim  # noqa: E402
 
 torch.set_num_threads(1)
@@ -261,12 +262,11 @@ def test_schedule_parity(ours_sched, theirs_sched, kw):
         so.step(), st.step()
 
 
-@pytest.mark.parametrize("op", ["add", "sub", "mul", "div", "pow"])
+@pytest.mark.parametrize("op", BINARY_OPS)
 @pytest.mark.parametrize("zero_dim_first", [False, True])
 def test_zero_dim_float64_tensor_promotes_as_in_torch(op, zero_dim_first):
     """float32 (3,) with float64 0-d: the result's dtype, value and both gradients' dtypes match torch."""
-    f = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
-         "div": lambda a, b: a / b, "pow": lambda a, b: a ** b}[op]
+    f = BINARY_OPS[op]
     x, c = np.array([1.5, 2.0, 3.0], np.float32), np.array(1.25)
     mx, mc = mg.tensor(x, requires_grad=True), mg.tensor(c, requires_grad=True)
     tx, tc = torch.tensor(x, requires_grad=True), torch.tensor(c, requires_grad=True)
