@@ -160,12 +160,16 @@ def make_score(name, query_dim=None, key_dim=None, hidden_dim=None):
     raise ValueError(f"make_score: name must be one of {SCORES}, got {name!r}")
 
 
+def _clear_positions(x, hidden):
+    """x (..., S, D) with the key positions `hidden` (..., S) set to 0 (one `where` node)."""
+    return ops.where(hidden[..., None], np.zeros((), x.dtype), x)
+
+
 def _clear_padding(x, kpm):
-    """x (B, ..., S, D) with non-finite entries at padded positions (kpm (B, S) True) replaced by 0."""
+    """x (B, ..., S, D) with its padded positions (kpm (B, S) True) set to 0 if it holds NaN/inf anywhere."""
     if np.isfinite(x.data).all():
         return x  # the common case: no extra graph node
-    pad = kpm.reshape(kpm.shape[0], *(1,) * (x.ndim - 3), kpm.shape[1], 1)  # (B, 1, ..., S, 1)
-    return ops.where(pad & ~np.isfinite(x.data), np.zeros((), x.dtype), x)
+    return _clear_positions(x, kpm.reshape(kpm.shape[0], *(1,) * (x.ndim - 3), kpm.shape[1]))  # (B, 1, ..., S)
 
 
 def _nonfinite_hidden_by_mask(prepared, values, allowed, scores_shape):
@@ -189,11 +193,6 @@ def _nonfinite_hidden_by_mask(prepared, values, allowed, scores_shape):
                          f"use scaled_dot_product_attention, which can")
     hidden = bad & ~some
     return hidden if hidden.any() else None
-
-
-def _clear_positions(x, hidden):
-    """x (..., S, D) with the key positions `hidden` (..., S) set to 0 (one `where` node)."""
-    return ops.where(hidden[..., None], np.zeros((), x.dtype), x)
 
 
 class Attention(Module):
