@@ -4,7 +4,7 @@ python examples/moons.py [--quick] [--seed N] [--out DIR]
 """
 import numpy as np
 
-from common import Progress, parse_args, print_table, pyplot, save_metrics
+from common import Progress, Report, parse_args, pyplot
 
 import minigrad as mg
 from minigrad import nn, optim
@@ -30,6 +30,7 @@ class MLP(nn.Module):
 
 def main():
     args = parse_args("MLP on two moons", "moons")
+    report = Report(args, "moons", claim="backpropagation through a small MLP learns a curved decision boundary")
     rng = np.random.default_rng(args.seed)
     mg.manual_seed(args.seed)
     steps = 300 if args.quick else 1500
@@ -52,8 +53,10 @@ def main():
     metrics = {"train_accuracy": acc_tr, "test_accuracy": acc_te, "steps": steps,
                "seconds": progress.seconds, "steps_per_second": steps / progress.seconds,
                "parameters": model.num_parameters()}
-    print_table([{"split": "train", "accuracy": acc_tr}, {"split": "test", "accuracy": acc_te}],
-                ["split", "accuracy"])
+    report.table([{"split": "train", "accuracy": acc_tr}, {"split": "test", "accuracy": acc_te}],
+                 ["split", "accuracy"], title="accuracy")
+    target = 0.9 if args.quick else 0.95
+    report.headline("test accuracy", acc_te, f">= {target}", acc_te >= target)
 
     plt = pyplot()
     gx, gy = np.meshgrid(np.linspace(-1.5, 2.5, 200), np.linspace(-1.0, 1.5, 200))
@@ -63,11 +66,11 @@ def main():
     ax.contourf(gx, gy, p.reshape(gx.shape), levels=20, cmap="RdBu_r", alpha=0.6)
     ax.scatter(xte[:, 0], xte[:, 1], c=yte, cmap="RdBu_r", s=6, edgecolors="none")
     ax.set_title(f"two moons: test accuracy {acc_te:.3f}")
+    ax.set_xlabel("x1")
+    ax.set_ylabel("x2")
     fig.tight_layout()
-    fig.savefig(f"{args.out}/decision_boundary.png", dpi=100)
-    print(f"wrote {args.out}/decision_boundary.png")
-    save_metrics(args.out, metrics)
-    return metrics
+    report.figure(fig, "decision_boundary.png", "the MLP's decision boundary (colour: P(class 1)) and the test points")
+    return report.save(metrics)
 
 
 if __name__ == "__main__":

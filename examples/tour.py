@@ -1,10 +1,15 @@
-"""Run every example in quick mode, one after another, and print what each reached.
+"""Run every example in quick mode, one after another; print one summary table and write report.md.
 
 python examples/tour.py [--out DIR] [--only NAME ...]
+
+Each example writes, under DIR/NAME/, its metrics.json, figures, section.md (its tables and figures) and
+headline.json (its headline number, the target its quick run must reach, and whether it did). The tour joins
+them into DIR/report.md (one section per example; image links are relative to DIR) and DIR/summary.json.
 """
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -12,7 +17,22 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 # In reading order: the engine first, then attention from its simplest form to the hard kind.
-EXAMPLES = ["moons"]
+# (name, what the seed document says it shows)
+EXAMPLES = [
+    ("moons", "the engine: an MLP trained by backpropagation"),
+]
+
+
+def _section(name, claim, folder, seconds, code):
+    """The example's section.md with its image links rewritten relative to the report."""
+    path = os.path.join(folder, "section.md")
+    head = f"## {name}\n\n{claim}. ({seconds:.0f} s)\n\n"
+    if code != 0 or not os.path.exists(path):
+        return head + f"**This example failed (exit code {code}); see its output above.**\n"
+    with open(path) as f:
+        body = f.read()
+    body = re.sub(r"!\[([^\]]*)\]\(([^)/]+)\)", lambda m: f"![{m.group(1)}]({name}/{m.group(2)})", body)
+    return head + body
 
 
 def main():
@@ -20,25 +40,55 @@ def main():
     p.add_argument("--out", default=os.path.join("runs", "tour"))
     p.add_argument("--only", nargs="*", help="run only these examples")
     args = p.parse_args()
-    names = [n for n in EXAMPLES if not args.only or n in args.only]
-    summary = []
-    for name in names:
-        out = os.path.join(args.out, name)
+    known = [n for n, _ in EXAMPLES]
+    for n in args.only or []:
+        if n not in known:
+            p.error(f"--only: unknown example {n!r}; the examples are {', '.join(known)}")
+    try:
+        os.makedirs(args.out, exist_ok=True)
+    except OSError as e:
+        p.error(f"--out: cannot create {args.out!r}: {e.strerror}")
+    summary, sections = [], []
+    tour_start = time.perf_counter()
+    for name, claim in EXAMPLES:
+        if args.only and name not in args.only:
+            continue
+        folder = os.path.join(args.out, name)
         print(f"\n=== {name} (quick) ===", flush=True)
         start = time.perf_counter()
-        code = subprocess.call([sys.executable, os.path.join(HERE, f"{name}.py"), "--quick", "--out", out])
+        code = subprocess.call([sys.executable, os.path.join(HERE, f"{name}.py"), "--quick", "--out", folder])
         seconds = time.perf_counter() - start
-        metrics_path = os.path.join(out, "metrics.json")
-        headline = ""
-        if code == 0 and os.path.exists(metrics_path):
-            with open(metrics_path) as f:
-                m = json.load(f)
-            headline = ", ".join(f"{k}={v:.3g}" for k, v in m.items() if isinstance(v, float))[:100]
-        summary.append((name, "ok" if code == 0 else f"FAILED ({code})", f"{seconds:.1f}s", headline))
-    print("\n=== tour summary ===")
-    for row in summary:
-        print("  ".join(str(c) for c in row))
-    if any(r[1] != "ok" for r in summary):
+        row = {"example": name, "headline": "", "value": None, "target": "", "reached": False,
+               "seconds": round(seconds, 1)}
+        head_path = os.path.join(folder, "headline.json")
+        if code == 0 and os.path.exists(head_path):
+            with open(head_path) as f:
+                head = json.load(f)
+            row.update({k: head[k] for k in ("headline", "value", "target", "reached")})
+        elif code != 0:
+            row["headline"] = f"FAILED (exit code {code})"
+        summary.append(row)
+        sections.append(_section(name, claim, folder, seconds, code))
+    total = time.perf_counter() - tour_start
+
+    def show(v):
+        return f"{v:.3g}" if isinstance(v, float) else ("—" if v is None else str(v))
+    cols = ["example", "headline", "value", "target", "reached", "seconds"]
+    rows = [[show(r[c]) if c != "reached" else ("yes" if r[c] else "NO") for c in cols] for r in summary]
+    widths = [max(len(c), *(len(x[i]) for x in rows)) for i, c in enumerate(cols)]
+    print(f"\n=== tour summary ({total:.0f} s) ===")
+    print("  ".join(c.ljust(w) for c, w in zip(cols, widths)))
+    for x in rows:
+        print("  ".join(v.ljust(w) for v, w in zip(x, widths)))
+    table = "\n".join(["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)] +
+                      ["| " + " | ".join(x) + " |" for x in rows])
+    report = "\n\n".join([f"# minigrad tour (quick mode, {total:.0f} s)", table, *sections]) + "\n"
+    with open(os.path.join(args.out, "report.md"), "w") as f:
+        f.write(report)
+    with open(os.path.join(args.out, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=2)
+    print(f"wrote {os.path.join(args.out, 'report.md')} and summary.json")
+    if any(r["headline"].startswith("FAILED") for r in summary):
         sys.exit(1)
 
 

@@ -1,0 +1,56 @@
+"""The shared example machinery: flags, bad input, the report files, and the tour's report.md."""
+import json
+import os
+import re
+
+from examples_helpers import assert_report_files, run_example, run_ok
+
+
+def test_moons_quick_writes_metrics_report_and_figure(tmp_path):
+    out = str(tmp_path / "moons")
+    m = run_ok("moons", out, "--quick")
+    assert m["test_accuracy"] > 0.9
+    section, head = assert_report_files(out)
+    assert head["example"] == "moons" and head["reached"] is True
+    assert "decision_boundary.png" in section
+
+
+def test_bad_flags_get_a_message_not_a_traceback(tmp_path):
+    for args, expected in [(["--no-such-flag"], "unrecognized arguments"),
+                           (["--seed", "one"], "invalid int value"),
+                           (["--threads", "0"], "--threads"),
+                           (["--out", "/proc/no/such/place"], "cannot write to")]:
+        r = run_example("moons", *args)
+        assert r.returncode == 2, (args, r.stderr)
+        assert expected in r.stderr and "Traceback" not in r.stderr, (args, r.stderr)
+
+
+def test_unwritable_out_leaves_nothing(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    r = run_example("moons", "--out", str(blocker / "sub"))
+    assert r.returncode == 2 and "cannot write to" in r.stderr and "Traceback" not in r.stderr
+    assert blocker.read_text() == "not a folder"
+
+
+def test_threads_flag_pins_blas_before_numpy(tmp_path):
+    r = run_example("moons", "--quick", "--threads", "2", "--out", str(tmp_path / "m"))
+    assert r.returncode == 0, r.stderr
+    assert "BLAS threads 2" in r.stdout
+
+
+def test_tour_writes_report_with_existing_image_links(tmp_path):
+    out = tmp_path / "tour"
+    r = run_example("tour", "--out", str(out), "--only", "moons")
+    assert r.returncode == 0, r.stdout + r.stderr
+    report = (out / "report.md").read_text()
+    links = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", report)
+    assert links and all(os.path.exists(out / link) for link in links), links
+    summary = json.loads((out / "summary.json").read_text())
+    assert [s["example"] for s in summary] == ["moons"]
+    assert set(summary[0]) == {"example", "headline", "value", "target", "reached", "seconds"}
+
+
+def test_tour_rejects_unknown_example(tmp_path):
+    r = run_example("tour", "--out", str(tmp_path / "t"), "--only", "nope")
+    assert r.returncode == 2 and "unknown example" in r.stderr
