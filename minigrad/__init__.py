@@ -10,6 +10,8 @@ from .ops import (abs, argmax, argmin, as_tensor, cat, concat, cross_entropy, ei
                   mean, min, pad, relu, reshape, sigmoid, softmax, sqrt, squeeze, stack, sum, swapaxes, tanh,
                   transpose, unsqueeze, var, where)
 from .shape import _shape_arg
+from .trace import Trace, trace  # noqa: F401
+from .viz import draw_graph, print_graph, reference_backward  # noqa: F401
 from .random import manual_seed, multinomial, normal, rand, randint, randn  # noqa: F401
 from .tensor import (Tensor, get_default_dtype, is_grad_enabled, no_grad, set_default_dtype,  # noqa: F401
                      tensor)

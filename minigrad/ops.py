@@ -12,6 +12,7 @@ from numbers import Number
 import numpy as np
 
 from . import tensor as _t
+from . import trace as _trace
 from .tensor import Tensor
 
 # ---- plumbing --------------------------------------------------------------------------------
@@ -19,6 +20,8 @@ from .tensor import Tensor
 
 def _make(data, parents, backward, op):
     """Wrap `data` as the output of `op`; record the graph only if some parent needs a gradient."""
+    if _trace._active is not None:  # minigrad.trace() is recording: it times this node's backward
+        backward = _trace._active.node(data, parents, backward, op)
     out = Tensor.__new__(Tensor)
     out.data = data if type(data) is np.ndarray else np.asarray(data)
     out.grad = None

@@ -1,0 +1,213 @@
+"""See the graph behind a tensor, and the plain backward pass to read before the fast one.
+
+    reference_backward(t)    reverse-mode autodiff in ~20 plain lines (read this first; tensor.run_backward
+                             computes the same gradients, faster)
+    print_graph(t)           the graph as text, one node a line, inputs first
+    draw_graph(t, "g.png")   the graph as a picture, left to right (matplotlib only; PNG or SVG by the suffix)
+
+A node's label is its op, shape and dtype; small tensors also show their values and gradients (a leaf's
+.grad, or with grads=True every node's d(root)/d(node), computed by the reference walk without touching .grad).
+"""
+import numpy as np
+
+from .tensor import Scatter, Tensor, _freed, _unbroadcast
+
+
+# ---- the reference walk ----------------------------------------------------------------------
+
+def _topo(root):
+    """Every node that feeds `root` (root included), each after all of its inputs; no recursion."""
+    order, visited, stack = [], set(), [(root, False)]
+    while stack:
+        node, inputs_done = stack.pop()
+        if inputs_done:
+            order.append(node)  # all of its inputs are in `order` already
+            continue
+        if node in visited:
+            continue
+        visited.add(node)
+        stack.append((node, True))  # comes back once every input above it is done
+        stack.extend((p, False) for p in node._parents if p not in visited)
+    return order
+
+
+def _check_alive(root, what):
+    if root._backward is _freed:
+        raise RuntimeError(f"{what}: this tensor's graph was freed by backward(); call "
+                           f"backward(retain_graph=True) to keep it, or {what} before backward()")
+
+
+def node_grads(root, grad=None):
+    """{node: d(root)/d(node) * grad} for every node of the graph that needs a gradient; changes nothing."""
+    _check_alive(root, "node_grads")
+    if grad is None:
+        if root.data.size != 1:
+            raise RuntimeError(f"node_grads: grad can be implicit only for a scalar, got shape {root.shape}")
+        grad = np.ones_like(root.data)
+    grads = {root: np.asarray(grad, root.data.dtype)}
+    for node in reversed(_topo(root)):          # children before parents
+        g = grads.get(node)
+        if g is None or node._backward is None:  # a leaf, or a node no gradient reaches
+            continue
+        for p, pg in zip(node._parents, node._backward(g)):
+            if pg is None or not p.requires_grad:
+                continue
+            if type(pg) is Scatter:             # indexing hands back "g at these places"
+                pg = pg.dense(p.shape, p.dtype)
+            pg = _unbroadcast(np.asarray(pg), p.shape, node._op).astype(p.dtype, copy=False)
+            grads[p] = grads[p] + pg if p in grads else pg
+    return grads
+
+
+def reference_backward(tensor, grad=None):
+    """The plain reverse-mode walk: add d(tensor)/d(leaf) * grad into every leaf's .grad.
+
+    Sort the graph so each node comes after its inputs; walk it backwards; each node's gradient is the sum
+    of what its children sent; its backward closure turns that into one gradient per input. It keeps the
+    graph (no freeing) and does no speed work: `Tensor.backward` (tensor.run_backward) gives the same result.
+    """
+    for node, g in node_grads(tensor, grad).items():
+        if node._backward is None and node.requires_grad:  # leaves are where gradients are kept
+            node.grad = g.copy() if node.grad is None else node.grad + g
+
+
+# ---- the graph as text and as a picture ------------------------------------------------------
+
+def _values(a, limit=6):
+    a = np.asarray(a)
+    if a.size > limit:
+        return None
+    return np.array2string(a.ravel() if a.ndim > 1 else a, precision=3, separator=", ", suppress_small=True)
+
+
+def _kind(node):
+    if node._backward is not None:
+        return node._op or "op"
+    return "param" if node.requires_grad else "const"
+
+
+def _label(node, grad, show_values=True):
+    """op, shape and dtype; then data and grad when the tensor is small."""
+    shape = "x".join(map(str, node.shape)) or "scalar"
+    lines = [f"{_kind(node)}  {shape}  {node.dtype}"]
+    if show_values:
+        v = _values(node.data)
+        if v is not None:
+            lines.append(f"data {v}")
+        if grad is not None:
+            gv = _values(grad)
+            if gv is not None:
+                lines.append(f"grad {gv}")
+    return lines
+
+
+def _graph(tensor, grads):
+    if not isinstance(tensor, Tensor):
+        raise TypeError(f"expected a Tensor, got {type(tensor).__name__}")
+    _check_alive(tensor, "draw_graph")
+    order = _topo(tensor)
+    gmap = {}
+    if grads:
+        if tensor.requires_grad:
+            gmap = node_grads(tensor)
+    else:  # leaves show their accumulated .grad
+        gmap = {n: n.grad for n in order if n.grad is not None}
+    ids = {n: i for i, n in enumerate(order)}
+    edges = [(ids[p], ids[n]) for n in order for p in n._parents]
+    return order, ids, edges, gmap
+
+
+def print_graph(tensor, grads=False, file=None):
+    """Print the graph that made `tensor`, inputs first: '#id op shape dtype <- #inputs', values when small."""
+    order, ids, _, gmap = _graph(tensor, grads)
+    lines = []
+    for n in order:
+        label = _label(n, gmap.get(n))
+        ins = ", ".join(f"#{ids[p]}" for p in n._parents)
+        lines.append(f"#{ids[n]:<3} {label[0]}" + (f"  <- {ins}" if ins else ""))
+        lines += [f"      {extra}" for extra in label[1:]]
+    text = "\n".join(lines)
+    print(text, file=file)
+    return text
+
+
+def _depths(order):
+    """Column of each node: the length of the longest path from an input (inputs in column 0)."""
+    depth = {}
+    for n in order:
+        depth[n] = 1 + max((depth[p] for p in n._parents), default=-1)
+    return depth
+
+
+def draw_graph(tensor, path=None, grads=False, max_nodes=200):
+    """Draw the graph that made `tensor`, left to right; save to `path` (.png or .svg) or return the figure.
+
+    Past `max_nodes` nodes, the nodes of one op in one column are drawn as one box ("mul x12"), which folds
+    the repeated structure of a model's layers and time steps into something readable.
+    """
+    import matplotlib
+    if path is not None:
+        matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    order, ids, edges, gmap = _graph(tensor, grads)
+    depth = _depths(order)
+    collapse = len(order) > max_nodes
+    # boxes: one per node; past max_nodes, one per kind of node (op, shape, dtype), which folds the repeated
+    # structure of layers and time steps into one box each, drawn in the column of its first member
+    key = (lambda n: (_kind(n), n.shape, str(n.dtype))) if collapse else (lambda n: ids[n])
+    boxes = {}
+    for n in order:
+        boxes.setdefault(key(n), []).append(n)
+    first = {k: min(depth[n] for n in members) for k, members in boxes.items()}
+    rank = {d: i for i, d in enumerate(sorted(set(first.values())))}
+    columns = {}
+    for k in boxes:
+        columns.setdefault(rank[first[k]], []).append(k)
+    pos = {}
+    for col, keys in columns.items():
+        for row, k in enumerate(keys):
+            pos[k] = (col, -(row - (len(keys) - 1) / 2))
+    texts = {}
+    for k, members in boxes.items():
+        n = members[0]
+        lines = [_label(n, None, False)[0] + f"  x{len(members)}"] if len(members) > 1 else \
+            _label(n, gmap.get(n), show_values=not collapse)
+        texts[k] = "\n".join(lines)
+    # a column is as wide as its widest label (monospace at 7 pt: ~0.06 inch a character)
+    chars = max(len(line) for t in texts.values() for line in t.split("\n"))
+    col_in = 0.06 * chars + 0.7
+    width = max(columns) + 1
+    height = max(len(k) for k in columns.values())
+    fig = plt.figure(figsize=(min(col_in * width, 80), min(0.75 * height + 1.2, 60)))
+    ax = fig.add_axes([0, 0, 1, 0.9])  # the whole width, so one data unit is one column of col_in inches
+    half = {k: (0.06 * max(map(len, t.split("\n"))) + 0.3) / 2 / col_in for k, t in texts.items()}
+    seen = set()
+    for a, b in edges:
+        ka, kb = key(order[a]), key(order[b])
+        if (ka, kb) in seen or ka == kb:
+            continue
+        seen.add((ka, kb))
+        (x0, y0), (x1, y1) = pos[ka], pos[kb]
+        if x1 > x0:
+            ax.annotate("", xy=(x1 - half[kb], y1), xytext=(x0 + half[ka], y0),
+                        arrowprops=dict(arrowstyle="->", color="gray", lw=0.8))
+        else:  # a folded loop (layer k feeds layer k+1 of the same kind): a back edge, curved below
+            ax.annotate("", xy=(x1, y1 - 0.25), xytext=(x0, y0 - 0.25),
+                        arrowprops=dict(arrowstyle="->", color="tab:red", lw=0.8, connectionstyle="arc3,rad=0.4"))
+    colours = {"param": "#cde6ff", "const": "#eeeeee"}
+    for k, members in boxes.items():
+        x, y = pos[k]
+        ax.text(x, y, texts[k], ha="center", va="center", fontsize=7, family="monospace",
+                bbox=dict(boxstyle="round", fc=colours.get(_kind(members[0]), "#fff2cc"), ec="gray"))
+    ax.set_xlim(-0.5, width - 0.5)
+    ax.set_ylim(-height / 2 - 0.5, height / 2 + 0.5)
+    ax.axis("off")
+    ax.set_title(f"graph of a {'x'.join(map(str, tensor.shape)) or 'scalar'} tensor: {len(order)} nodes"
+                 + (f" (folded into {len(boxes)} boxes: one per op, shape and dtype)" if collapse else ""),
+                 fontsize=9)
+    if path is None:
+        return fig
+    fig.savefig(path, bbox_inches="tight", dpi=110)
+    plt.close(fig)
+    return path
