@@ -14,8 +14,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from minigrad import Tensor
-from minigrad.ops import _make, as_tensor
+from minigrad import Tensor, make_node
+from minigrad.ops import as_tensor
 from minigrad.random import get_rng
 
 from .masks import (as_bool_mask, as_mask_array, causal_mask, check_broadcast, key_padding_to_attn_mask,  # noqa: F401
@@ -291,10 +291,10 @@ def _attend(q, k, v, packed, allowed, bias, dropout_p, scale, return_weights, tr
             dq, dk, db = _backward_weights(gp, cache, scale, (q.requires_grad, k.requires_grad, with_bias))
             return (dq, dk, None) + ((db,) if with_bias else ())  # the weights do not depend on v
 
-    out_t = _make(out, parents, backward, "scaled_dot_product_attention")
+    out_t = make_node(out, parents, backward, "scaled_dot_product_attention")
     if not return_weights:
         return out_t
-    return out_t, _make(p, parents, backward_w, "attention_weights")
+    return out_t, make_node(p, parents, backward_w, "attention_weights")
 
 
 def masked_softmax(scores, allowed=None, axis=-1):
@@ -320,4 +320,4 @@ def masked_softmax(scores, allowed=None, axis=-1):
     def backward(g):  # d softmax: p * (g - sum(g * p)); p = 0 at masked entries
         gp = g * p
         return (gp - p * gp.sum(axis=axis, keepdims=True),)
-    return _make(p, (scores,), backward, "masked_softmax")
+    return make_node(p, (scores,), backward, "masked_softmax")

@@ -16,7 +16,7 @@ import numpy as np
 
 from minigrad import ops
 from minigrad.nn import Linear, Module, Parameter, parameter, uniform_
-from minigrad.ops import _make
+from minigrad import make_node
 from minigrad.tensor import get_default_dtype
 
 from .functional import masked_softmax
@@ -98,7 +98,7 @@ def _additive(wq, uk, v):
         gv = np.tensordot(g, t, axes=(tuple(range(g.ndim)), tuple(range(g.ndim)))) if v.requires_grad else None
         return (dt.sum(axis=-2) if wq.requires_grad else None,
                 dt.sum(axis=-3) if uk.requires_grad else None, gv)
-    return _make(out, (wq, uk, v), backward, "additive_score")
+    return make_node(out, (wq, uk, v), backward, "additive_score")
 
 
 class AdditiveScore(Score):

@@ -2,7 +2,7 @@
 import numpy as _np
 
 from . import functional, fused, nn, ops, optim, shape  # noqa: F401
-from .function import Context, Function  # noqa: F401
+from .function import Context, Function, make_node  # noqa: F401
 from .gradcheck import GradcheckError, gradcheck  # noqa: F401
 from .nn import load, save  # noqa: F401
 from .ops import (abs, argmax, argmin, as_tensor, cat, concat, cross_entropy, einsum, exp, expand,  # noqa: F401
