@@ -20,6 +20,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # (name, what the seed document says it shows)
 EXAMPLES = [
     ("moons", "the engine: an MLP trained by backpropagation"),
+    ("autodiff_tour", "the engine made visible: graphs and traces of an expression and an attention layer"),
 ]
 
 

@@ -9,9 +9,9 @@
 
 How: while a trace is active, every graph node the engine makes (ops._make) is recorded, and its backward
 closure is wrapped in a timer. An op's forward time runs from the moment its public function was called
-(the ops and functional modules' functions are wrapped for the duration) to the moment its node was made;
-inside a composite, a node is timed from the previous node the same call made; a node made outside any
-public op call (a custom Function's, say) shows no forward time. Nothing is changed outside the `with` block.
+(the public functions of minigrad's op modules and of the attention package, and Module.__call__, are
+wrapped for the duration) to the moment its node was made; inside a composite or a module, a node is timed
+from the previous node the same call made; a node made outside all of these shows no forward time. Nothing is changed outside the `with` block.
 """
 import sys
 import time
@@ -79,14 +79,17 @@ class Trace:
                     wrappers[id(fn)] = self._wrap(fn)
                 self._saved.append((mod, name, fn))
                 setattr(mod, name, wrappers[id(fn)])
+        from .nn import Module  # a module's call times the nodes it makes itself (a fused kernel, say)
+        self._saved.append((Module, "__call__", Module.__call__))
+        Module.__call__ = self._wrap(Module.__call__)
         _active = self
         return self
 
     def __exit__(self, *exc):
         global _active
         _active = None
-        for mod, name, fn in reversed(self._saved):
-            setattr(mod, name, fn)
+        for owner, name, fn in reversed(self._saved):
+            setattr(owner, name, fn)
         self._saved.clear()
         if self.print_on_exit and exc[0] is None:
             print(self.table(self.limit))

@@ -132,10 +132,16 @@ def print_graph(tensor, grads=False, file=None):
 
 
 def _depths(order):
-    """Column of each node: the length of the longest path from an input (inputs in column 0)."""
+    """Column of each node: the longest path from an input; an input sits just before its first consumer."""
     depth = {}
     for n in order:
         depth[n] = 1 + max((depth[p] for p in n._parents), default=-1)
+    first_use = {}
+    for n in order:
+        for p in n._parents:
+            if not p._parents:  # an input: next to where it is first used, not all in column 0
+                first_use[p] = min(first_use.get(p, depth[n]), depth[n])
+    depth.update({p: d - 1 for p, d in first_use.items()})
     return depth
 
 

@@ -137,3 +137,13 @@ def test_trace_does_not_nest():
         with pytest.raises(RuntimeError, match="do not nest"):
             with mg.trace():
                 pass
+
+
+def test_autodiff_tour_example(tmp_path):
+    from examples_helpers import assert_report_files, run_ok
+    out = str(tmp_path / "at")
+    m = run_ok("autodiff_tour", out, "--quick")
+    assert m["expression"]["reference_vs_fast_max_diff"] <= 1e-12
+    assert m["expression"]["ops"] == 6 and m["attention"]["nodes"] > 10
+    section, head = assert_report_files(out)
+    assert "expression_graph.png" in section and "attention_graph.png" in section and head["reached"]
