@@ -17,7 +17,7 @@ from benchmarks.common import HERE, RESULTS_JSONL, fmt_time, print_check
 
 BENCHMARKS = {"mha": bench_mha, "mlp": bench_mlp, "mlp_tiny": bench_mlp_tiny, "chain": bench_chain}
 COLUMNS = ("numpy floor", "minigrad", "torch", "autograd (HIPS)", "mygrad", "micrograd")
-# the engine owner's targets (issue 4): ratio to the floor, float32, 1 thread
+# the speed targets: ratio to the hand-written NumPy floor, float32, 1 thread
 TARGETS = {bench_mha.WORKLOAD: ("minigrad", 1.15), bench_mlp.WORKLOAD: ("minigrad", 1.2),
            bench_mlp_tiny.WORKLOAD: ("minigrad", 2.5)}
 
@@ -54,14 +54,14 @@ def _cell(rec, column):
 
 
 def summary(records, n):
-    """The summary table for n threads in the issue's layout, and for 1 thread the targets met or not."""
+    """The summary table for n threads in the README's layout, and for 1 thread the targets met or not."""
     recs = [r for r in records if r["threads"] == n]
     lines = ["| workload | " + " | ".join(COLUMNS) + " |", "|---" * (len(COLUMNS) + 1) + "|"]
     for r in recs:
         lines.append(f"| {r['workload']} | " + " | ".join(_cell(r, c) for c in COLUMNS) + " |")
     if n != 1:
         return lines
-    return lines + ["", "Targets for minigrad (issue 4, 1 thread):", ""] + targets(recs)
+    return lines + ["", "Speed targets for minigrad (time relative to the hand-written NumPy floor, 1 BLAS thread):", ""] + targets(recs)
 
 
 def targets(recs):
@@ -111,7 +111,7 @@ def update_readme(path, records):
 
 
 def markdown(records):
-    """RESULTS.md: a summary per thread count in the issue's layout, then every implementation in detail."""
+    """RESULTS.md: a summary per thread count in the README's layout, then every implementation in detail."""
     env = records[0]["env"]
     blas = "; ".join(f"{b.get('internal_api', '?')} {b.get('version', '')} kernel={b.get('architecture', '?')}"
                      for b in env["blas"] if b.get("user_api") == "blas") or "unknown"
