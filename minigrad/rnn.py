@@ -334,6 +334,7 @@ class GRU(_RNNBase):
     _gates = 3
 
     def forward(self, input, hx=None, lengths=None):
+        """-> (output, h_n); hx (num_layers * D, B, H) or None (zeros); lengths (B,) or None."""
         x, unbatched, (hx,) = self._prepare(input, [("hx", hx)])
         self._check_lengths(lengths, x)
 
@@ -354,6 +355,7 @@ class LSTM(_RNNBase):
     _gates = 4
 
     def forward(self, input, hx=None, lengths=None):
+        """-> (output, (h_n, c_n)); hx = (h_0, c_0) or None (zeros); lengths (B,) or None."""
         if hx is not None and (not isinstance(hx, (tuple, list)) or len(hx) != 2):
             raise TypeError(f"LSTM: hx must be a pair (h_0, c_0), got {type(hx).__name__}")
         h0, c0 = (None, None) if hx is None else hx

@@ -104,3 +104,22 @@ def test_stack_bad_input():
         enc(t64(1, 3, 4), mask=causal_mask(3), is_causal=True)
     with pytest.raises(KeyError, match=r"unexpected keys \['layers.2.norm1.weight'\]"):
         enc.load_state_dict({**enc.state_dict(), "layers.2.norm1.weight": np.ones(4)})
+
+
+def test_memory_is_causal_is_the_upper_left_cross_mask():
+    dec = TransformerDecoder(TransformerDecoderLayer(8, 2, 16, dropout=0.0), 2)
+    y, mem = t64(2, 3, 8, grad=False), t64(2, 5, 8, grad=False)
+    a = dec(y, mem, memory_is_causal=True).data
+    b = dec(y, mem, memory_mask=causal_mask(3, 5, align="upper_left")).data
+    np.testing.assert_allclose(a, b, atol=1e-12)
+    assert not np.allclose(a, dec(y, mem).data)
+
+
+@pytest.mark.parametrize("backward", [False, True])
+def test_stack_graphs_have_no_reference_cycle(backward):
+    from helpers import outlives_its_references
+    enc = TransformerEncoder(TransformerEncoderLayer(8, 2, 16, norm_first=False), 2, norm=LayerNorm(8))
+    dec = TransformerDecoder(TransformerDecoderLayer(8, 2, 16, norm_first=False), 2)
+    x, y = t64(2, 4, 8), t64(2, 3, 8)
+    assert not outlives_its_references(lambda: enc(x, is_causal=True), backward)
+    assert not outlives_its_references(lambda: dec(y, x, tgt_is_causal=True), backward)

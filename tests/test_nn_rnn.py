@@ -216,3 +216,25 @@ def test_lstm_bad_state_and_constructor():
         nn.GRU(3, 4, dropout=1.5)
     with pytest.raises(ValueError, match=r"weight_ih \(3H, I\) = \(12, 2\) .* got \(12, 3\) and \(12, 4\)"):
         gru_sequence(t64(5, 2, 2), None, t64(12, 3), t64(12, 4))
+
+
+@pytest.mark.parametrize("backward", [False, True])
+@pytest.mark.parametrize("cls", [nn.GRU, nn.LSTM])
+def test_graph_has_no_reference_cycle(cls, backward):
+    from helpers import outlives_its_references
+    m = cls(3, 4, num_layers=2, bidirectional=True)
+    x = t64(5, 2, 3)
+    assert not outlives_its_references(lambda: m(x, lengths=[5, 3])[0], backward)
+
+
+@pytest.mark.parametrize("cls", [nn.GRU, nn.LSTM])
+def test_backward_twice_with_retain_graph(cls):
+    m = cls(3, 4, bidirectional=True)
+    x = t64(5, 2, 3)
+    y, _ = m(x, lengths=[4, 5])
+    g = rng.standard_normal(y.shape)
+    y.backward(g, retain_graph=True)
+    first = [p.grad.copy() for p in m.parameters()] + [x.grad.copy()]
+    y.backward(g)  # the saved gates are untouched by the first backward: the same gradients again
+    for a, p in zip(first, m.parameters() + [x]):
+        np.testing.assert_allclose(p.grad, 2 * a, rtol=1e-12, atol=1e-14)
