@@ -189,7 +189,10 @@ def _lstm_node(x, h0, c0, w_ih, w_hh, b_ih, b_hh, mask, reverse):
     return _make(out, parents, backward, "lstm_sequence")
 
 
-def _zero_state(x, H):
+def _zero_state(x, H, who):
+    """Zeros (B, H) for a missing initial state (after checking that x is (T, B, I))."""
+    if x.ndim != 3:
+        raise ValueError(f"{who}: time-major input (T, B, I) expected, got shape {x.shape}")
     return Tensor(np.zeros((x.shape[1], H), x.dtype))
 
 
@@ -199,7 +202,7 @@ def gru_sequence(x, h0, weight_ih, weight_hh, bias_ih=None, bias_hh=None, length
     Returns (output (T, B, H), h_n (B, H)); lengths (B,) pads as the module docstring says.
     """
     x, weight_ih, weight_hh = as_tensor(x), as_tensor(weight_ih), as_tensor(weight_hh)
-    h0 = _zero_state(x, weight_hh.shape[-1]) if h0 is None else as_tensor(h0)
+    h0 = _zero_state(x, weight_hh.shape[-1], "gru_sequence") if h0 is None else as_tensor(h0)
     mask = _lengths_mask(lengths, x.shape[0], x.shape[1], "gru_sequence") if x.ndim == 3 else None
     out = _gru_node(x, h0, weight_ih, weight_hh, None if bias_ih is None else as_tensor(bias_ih),
                     None if bias_hh is None else as_tensor(bias_hh), mask, reverse)
@@ -215,8 +218,8 @@ def lstm_sequence(x, state, weight_ih, weight_hh, bias_ih=None, bias_hh=None, le
     x, weight_ih, weight_hh = as_tensor(x), as_tensor(weight_ih), as_tensor(weight_hh)
     H = weight_hh.shape[-1]
     h0, c0 = (None, None) if state is None else state
-    h0 = _zero_state(x, H) if h0 is None else as_tensor(h0)
-    c0 = _zero_state(x, H) if c0 is None else as_tensor(c0)
+    h0 = _zero_state(x, H, "lstm_sequence") if h0 is None else as_tensor(h0)
+    c0 = _zero_state(x, H, "lstm_sequence") if c0 is None else as_tensor(c0)
     mask = _lengths_mask(lengths, x.shape[0], x.shape[1], "lstm_sequence") if x.ndim == 3 else None
     out = _lstm_node(x, h0, c0, weight_ih, weight_hh, None if bias_ih is None else as_tensor(bias_ih),
                      None if bias_hh is None else as_tensor(bias_hh), mask, reverse)

@@ -238,3 +238,17 @@ def test_backward_twice_with_retain_graph(cls):
     y.backward(g)  # the saved gates are untouched by the first backward: the same gradients again
     for a, p in zip(first, m.parameters() + [x]):
         np.testing.assert_allclose(p.grad, 2 * a, rtol=1e-12, atol=1e-14)
+
+
+def test_sequence_ops_bad_input():
+    w_ih, w_hh = t64(12, 2), t64(12, 4)
+    with pytest.raises(ValueError, match=r"gru_sequence: time-major input \(T, B, I\) expected, got shape \(5,\)"):
+        gru_sequence(t64(5), None, w_ih, w_hh)
+    with pytest.raises(ValueError, match=r"lstm_sequence: time-major input \(T, B, I\) expected, got shape \(5, 2\)"):
+        lstm_sequence(t64(5, 2), None, t64(16, 2), t64(16, 4))
+    with pytest.raises(ValueError, match=r"state of shape \(B, H\) = \(3, 4\) expected, got \(2, 4\)"):
+        gru_sequence(t64(5, 3, 2), t64(2, 4), w_ih, w_hh)
+    with pytest.raises(ValueError, match=r"biases of shape \(12,\) expected, got \(4,\)"):
+        gru_sequence(t64(5, 3, 2), None, w_ih, w_hh, t64(4), t64(4))
+    with pytest.raises(TypeError, match=r"one float dtype, got \['float32', 'float64'\]"):
+        gru_sequence(mg.tensor(np.zeros((5, 3, 2), np.float32)), None, w_ih, w_hh)
