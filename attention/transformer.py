@@ -126,6 +126,12 @@ def _clones(layer, num_layers, who):
     return ModuleList([copy.deepcopy(layer) for _ in range(num_layers)])
 
 
+def _final_norm(norm, who):
+    if norm is not None and not isinstance(norm, Module):
+        raise TypeError(f"{who}: norm must be a Module (e.g. LayerNorm(d_model)) or None, got {type(norm).__name__}")
+    return norm
+
+
 class TransformerEncoder(Module):
     """num_layers deep copies of encoder_layer, then an optional norm, as torch.nn.TransformerEncoder.
 
@@ -136,7 +142,7 @@ class TransformerEncoder(Module):
         super().__init__()
         self.layers = _clones(encoder_layer, num_layers, "TransformerEncoder")
         self.num_layers = num_layers
-        self.norm = norm
+        self.norm = _final_norm(norm, "TransformerEncoder")
 
     def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None):
         """src (B, T, C); mask bool True = may attend, or float; is_causal: the causal mask (not with mask)."""
@@ -153,7 +159,7 @@ class TransformerDecoder(Module):
         super().__init__()
         self.layers = _clones(decoder_layer, num_layers, "TransformerDecoder")
         self.num_layers = num_layers
-        self.norm = norm
+        self.norm = _final_norm(norm, "TransformerDecoder")
 
     def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
                 memory_key_padding_mask=None, tgt_is_causal=None, memory_is_causal=False):

@@ -99,6 +99,8 @@ def test_stack_bad_input():
         TransformerDecoder(3, 2)
     with pytest.raises(ValueError, match=r"batch-first only: .* got batch_first=False"):
         TransformerEncoderLayer(4, 2, 6, batch_first=False)
+    with pytest.raises(TypeError, match=r"TransformerEncoder: norm must be a Module .* or None, got bool"):
+        TransformerEncoder(layer, 2, norm=True)
     enc = TransformerEncoder(layer, 2)
     with pytest.raises(ValueError, match=r"give attn_mask or is_causal=True, not both"):
         enc(t64(1, 3, 4), mask=causal_mask(3), is_causal=True)
