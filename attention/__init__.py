@@ -7,3 +7,4 @@ from .scores import (SCORES, AdditiveScore, Attention, CosineScore, DotScore, Ge
 from .transformer import (LearnedPositionalEncoding, SinusoidalPositionalEncoding, TransformerDecoderLayer,  # noqa: F401
                           TransformerEncoderLayer, sinusoidal_table)
 from .seq2seq import Seq2Seq  # noqa: F401
+from .transformer import TransformerDecoder, TransformerEncoder  # noqa: F401

@@ -1,17 +1,20 @@
-"""Pre-LN Transformer layers and positional encodings (Vaswani et al. 2017; pre-LN: Xiong et al. 2020).
+"""Transformer layers, their stacks and positional encodings (Vaswani et al. 2017; pre-LN: Xiong et al. 2020).
 
-Pre-LN puts LayerNorm inside each residual branch, x + f(LN(x)), which trains without warm-up tricks
-at these sizes. Attribute names follow torch.nn.TransformerEncoderLayer / TransformerDecoderLayer
-(norm_first=True, batch_first=True), so their state dicts load here unchanged. As everywhere in this
+Pre-LN (the default here, norm_first=True) puts LayerNorm inside each residual branch, x + f(LN(x)),
+which trains without warm-up tricks at these sizes; norm_first=False is the original post-LN,
+LN(x + f(x)), torch's default. Attribute names follow torch.nn.TransformerEncoderLayer /
+TransformerDecoderLayer and the stacks torch.nn.TransformerEncoder / TransformerDecoder (layers.0...,
+optional final norm), batch_first=True, so their state dicts load here unchanged. As everywhere in this
 package, a boolean mask is True where a query *may* attend (PyTorch's layers use the opposite), and a
 key_padding_mask is True at padding.
 """
+import copy
 import math
 
 import numpy as np
 
 from minigrad import ops
-from minigrad.nn import Dropout, LayerNorm, Linear, Module, normal_, parameter
+from minigrad.nn import Dropout, LayerNorm, Linear, Module, ModuleList, normal_, parameter
 from minigrad.tensor import Tensor, get_default_dtype
 
 from .multihead import MultiHeadAttention
@@ -38,13 +41,29 @@ class _FeedForward(Module):
     def _ff(self, x):
         return self.linear2(self.dropout(_ACTIVATIONS[self.activation](self.linear1(x))))
 
+    def _init_order(self, norm_first, batch_first):
+        """norm_first: pre-LN (True, the default here) or post-LN (False, torch's default)."""
+        if batch_first is not True:
+            raise ValueError(f"{type(self).__name__}: minigrad's layers are batch-first only: pass (B, T, C) "
+                             f"inputs and batch_first=True (or leave it out), got batch_first={batch_first!r}")
+        self.norm_first = bool(norm_first)
+
+    def _residual(self, x, norm, block):
+        """Pre-LN x + block(norm(x)), or post-LN norm(x + block(x)); block returns (y, extra)."""
+        if self.norm_first:
+            y, extra = block(norm(x))
+            return x + y, extra
+        y, extra = block(x)
+        return norm(x + y), extra
+
 
 class TransformerEncoderLayer(_FeedForward):
-    """x + SelfAttn(LN(x)), then x + MLP(LN(x)); (B, T, C) -> (B, T, C)."""
+    """x + SelfAttn(LN(x)), then x + MLP(LN(x)) (post-LN with norm_first=False); (B, T, C) -> (B, T, C)."""
 
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu",
-                 layer_norm_eps=1e-5, bias=True):
+                 layer_norm_eps=1e-5, bias=True, norm_first=True, batch_first=True):
         super().__init__()
+        self._init_order(norm_first, batch_first)
         self.self_attn = MultiHeadAttention(d_model, nhead, dropout=dropout, bias=bias)
         self._init_ff(d_model, dim_feedforward, dropout, activation, bias)
         self.norm1 = LayerNorm(d_model, eps=layer_norm_eps)
@@ -54,20 +73,22 @@ class TransformerEncoderLayer(_FeedForward):
 
     def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False, need_weights=False):
         """src (B, T, C); src_mask bool True = may attend, or float. need_weights: also return (B, H, T, T)."""
-        h = self.norm1(src)
-        a, w = self.self_attn(h, attn_mask=src_mask, key_padding_mask=src_key_padding_mask,
-                              is_causal=is_causal, need_weights=need_weights)
-        x = src + self.dropout1(a)
-        x = x + self.dropout2(self._ff(self.norm2(x)))
+        def sa(h):
+            a, w = self.self_attn(h, attn_mask=src_mask, key_padding_mask=src_key_padding_mask,
+                                  is_causal=is_causal, need_weights=need_weights)
+            return self.dropout1(a), w
+        x, w = self._residual(src, self.norm1, sa)
+        x, _ = self._residual(x, self.norm2, lambda h: (self.dropout2(self._ff(h)), None))
         return (x, w) if need_weights else x
 
 
 class TransformerDecoderLayer(_FeedForward):
-    """x + SelfAttn(LN(x)), x + CrossAttn(LN(x), memory), x + MLP(LN(x)); (B, L, C) -> (B, L, C)."""
+    """x + SelfAttn(LN(x)), x + CrossAttn(LN(x), memory), x + MLP(LN(x)) (post-LN with norm_first=False)."""
 
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu",
-                 layer_norm_eps=1e-5, bias=True):
+                 layer_norm_eps=1e-5, bias=True, norm_first=True, batch_first=True):
         super().__init__()
+        self._init_order(norm_first, batch_first)
         self.self_attn = MultiHeadAttention(d_model, nhead, dropout=dropout, bias=bias)
         self.multihead_attn = MultiHeadAttention(d_model, nhead, dropout=dropout, bias=bias)
         self._init_ff(d_model, dim_feedforward, dropout, activation, bias)
@@ -79,17 +100,76 @@ class TransformerDecoderLayer(_FeedForward):
         self.dropout3 = Dropout(dropout)
 
     def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
-                memory_key_padding_mask=None, tgt_is_causal=False, need_weights=False):
+                memory_key_padding_mask=None, tgt_is_causal=False, need_weights=False, memory_is_causal=False):
         """tgt (B, L, C), memory (B, S, C). need_weights: also return (self (B, H, L, L), cross (B, H, L, S))."""
-        h = self.norm1(tgt)
-        a, w_self = self.self_attn(h, attn_mask=tgt_mask, key_padding_mask=tgt_key_padding_mask,
-                                   is_causal=tgt_is_causal, need_weights=need_weights)
-        x = tgt + self.dropout1(a)
-        a, w_cross = self.multihead_attn(self.norm2(x), memory, memory, attn_mask=memory_mask,
-                                         key_padding_mask=memory_key_padding_mask, need_weights=need_weights)
-        x = x + self.dropout2(a)
-        x = x + self.dropout3(self._ff(self.norm3(x)))
+        def sa(h):
+            a, w = self.self_attn(h, attn_mask=tgt_mask, key_padding_mask=tgt_key_padding_mask,
+                                  is_causal=tgt_is_causal, need_weights=need_weights)
+            return self.dropout1(a), w
+
+        def ca(h):
+            a, w = self.multihead_attn(h, memory, memory, attn_mask=memory_mask, is_causal=memory_is_causal,
+                                       key_padding_mask=memory_key_padding_mask, need_weights=need_weights)
+            return self.dropout2(a), w
+        x, w_self = self._residual(tgt, self.norm1, sa)
+        x, w_cross = self._residual(x, self.norm2, ca)
+        x, _ = self._residual(x, self.norm3, lambda h: (self.dropout3(self._ff(h)), None))
         return (x, (w_self, w_cross)) if need_weights else x
+
+
+def _clones(layer, num_layers, who):
+    """num_layers independent deep copies of layer, as torch's stacks make (layers.0, layers.1, ...)."""
+    if not isinstance(num_layers, (int, np.integer)) or isinstance(num_layers, bool) or num_layers < 1:
+        raise ValueError(f"{who}: num_layers must be a positive int, got {num_layers!r}")
+    if not isinstance(layer, Module):
+        raise TypeError(f"{who}: a layer Module to copy expected, got {type(layer).__name__}")
+    return ModuleList([copy.deepcopy(layer) for _ in range(num_layers)])
+
+
+def _final_norm(norm, who):
+    if norm is not None and not isinstance(norm, Module):
+        raise TypeError(f"{who}: norm must be a Module (e.g. LayerNorm(d_model)) or None, got {type(norm).__name__}")
+    return norm
+
+
+class TransformerEncoder(Module):
+    """num_layers deep copies of encoder_layer, then an optional norm, as torch.nn.TransformerEncoder.
+
+    enable_nested_tensor and mask_check are torch's speed switches; accepted for porting, they change nothing.
+    """
+
+    def __init__(self, encoder_layer, num_layers, norm=None, enable_nested_tensor=True, mask_check=True):
+        super().__init__()
+        self.layers = _clones(encoder_layer, num_layers, "TransformerEncoder")
+        self.num_layers = num_layers
+        self.norm = _final_norm(norm, "TransformerEncoder")
+
+    def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None):
+        """src (B, T, C); mask bool True = may attend, or float; is_causal: the causal mask (not with mask)."""
+        x = src
+        for layer in self.layers:
+            x = layer(x, src_mask=mask, src_key_padding_mask=src_key_padding_mask, is_causal=bool(is_causal))
+        return x if self.norm is None else self.norm(x)
+
+
+class TransformerDecoder(Module):
+    """num_layers deep copies of decoder_layer, then an optional norm, as torch.nn.TransformerDecoder."""
+
+    def __init__(self, decoder_layer, num_layers, norm=None):
+        super().__init__()
+        self.layers = _clones(decoder_layer, num_layers, "TransformerDecoder")
+        self.num_layers = num_layers
+        self.norm = _final_norm(norm, "TransformerDecoder")
+
+    def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
+                memory_key_padding_mask=None, tgt_is_causal=None, memory_is_causal=False):
+        """tgt (B, L, C), memory (B, S, C); masks as TransformerDecoderLayer's, passed to every layer."""
+        x = tgt
+        for layer in self.layers:
+            x = layer(x, memory, tgt_mask=tgt_mask, memory_mask=memory_mask,
+                      tgt_key_padding_mask=tgt_key_padding_mask, memory_key_padding_mask=memory_key_padding_mask,
+                      tgt_is_causal=bool(tgt_is_causal), memory_is_causal=memory_is_causal)
+        return x if self.norm is None else self.norm(x)
 
 
 def sinusoidal_table(max_len, d_model):

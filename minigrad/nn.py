@@ -348,6 +348,9 @@ class LSTMCell(_RNNCellBase):
         return o * ops.tanh(c), c
 
 
+from .rnn import GRU, LSTM  # noqa: E402,F401  (whole-sequence layers; rnn.py needs Module above)
+
+
 class ModuleList(Module):
     """A list of modules, registered under '0', '1', ... as in PyTorch."""
 
