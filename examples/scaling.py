@@ -19,7 +19,7 @@ import numpy as np
 import minigrad as mg
 from attention.tasks.recall import Recall
 from minigrad import nn, optim
-from plots import learning_curves
+from plots import grad_norms, learning_curves
 
 D_KS = (4, 64, 512)
 
@@ -91,7 +91,8 @@ def accuracy(model, data):
 
 
 def train_recall(scaled, seed, task, steps, batch, lr, d_model, d_k, eval_every, early, label):
-    """-> (steps_to_90 or None, eval steps, accuracies, mean early score-gradient norm)."""
+    """-> (steps_to_90 or None, eval steps, accuracies, mean score-gradient norm over the first `early` steps,
+    the score-gradient norm of every step)."""
     rng = np.random.default_rng(seed)
     mg.manual_seed(seed)
     model = RecallLayer(task.n_keys, task.n_values, d_model, d_k, scaled)
@@ -100,7 +101,7 @@ def train_recall(scaled, seed, task, steps, batch, lr, d_model, d_k, eval_every,
     progress = Progress(steps, every=max(eval_every, steps // 8), label=label)
     for step in range(1, steps + 1):
         keys, values, query, target, _ = task.batch(batch, rng)
-        logits, _ = model(keys, values, query, record if step <= early else None)
+        logits, _ = model(keys, values, query, record)
         loss = mg.cross_entropy(logits, target)
         opt.zero_grad()
         loss.backward()
@@ -111,12 +112,12 @@ def train_recall(scaled, seed, task, steps, batch, lr, d_model, d_k, eval_every,
             if reached is None and curve[-1] >= 0.9:
                 reached = step
         progress(step, loss=loss.item(), acc=curve[-1])
-    return reached, curve_steps, curve, float(np.mean(record))
+    return reached, curve_steps, curve, float(np.mean(record[:early])), record
 
 
 def main():
     def flags(p):
-        p.add_argument("--steps", type=int, default=None, help="training steps per run (default 1500, quick 600)")
+        p.add_argument("--steps", type=int, default=None, help="training steps per run (default 1000, quick 600)")
         p.add_argument("--seeds", type=int, default=None, help="seeds per variant (default 3, quick 1)")
         p.add_argument("--batch", type=int, default=64, help="batch size")
         p.add_argument("--pairs", type=int, default=32, help="(key, value) pairs per example")
@@ -133,7 +134,7 @@ def main():
                  title="(a) q, k ~ N(0, I), 16 keys: logit std and mean max softmax weight")
 
     # (b)
-    steps = args.steps or (600 if args.quick else 1500)
+    steps = args.steps or (600 if args.quick else 1000)
     n_seeds = args.seeds or (1 if args.quick else 3)
     eval_every, early = 25, 20
     task = Recall(n_pairs=args.pairs, n_keys=2 * args.pairs, n_values=16, n_test=args.n_test, seed=10_000 + args.seed)
@@ -201,6 +202,12 @@ def main():
     curves = {f"{name} seed {args.seed + i}": (r[1], r[2]) for name, rs in runs.items() for i, r in enumerate(rs)}
     fig = learning_curves(curves, title=f"(b) recall, d_k = {args.d_k}: held-out accuracy", hlines={"90%": 0.9})
     report.figure(fig, "b_accuracy.png", "(b) held-out recall accuracy during training, scaled vs unscaled")
+    shown = min(steps, 400)
+    fig = grad_norms({f"{name} seed {args.seed + i}": (np.arange(1, shown + 1), r[4][:shown])
+                      for name, rs in runs.items() for i, r in enumerate(rs)},
+                     title=f"(b) gradient reaching the scores (mean per-example |dL/ds|), first {shown} steps")
+    report.figure(fig, "b_score_grad.png", "(b) the gradient that reaches the softmax's input: unscaled, the "
+                                           "saturated softmax passes back a fraction of it until it has learned")
     return report.save({"a": a_rows, "b": b})
 
 
