@@ -17,7 +17,7 @@ import minigrad as mg
 from attention import MultiHeadAttention
 from attention.tasks.recall import TwoMarker
 from minigrad import nn, optim
-from plots import head_grid
+from plots import attention_heatmap, head_grid
 
 HEADS = (1, 2, 4, 8)
 
@@ -138,6 +138,14 @@ def main():
                         xlabel="position", ylabel="test sequence")
         report.figure(fig, "head_maps.png", "per-head attention maps of the best multi-head model; each row a test "
                                             "sequence (its tokens on the left), bright = attended")
+        seq = tokens[0]
+        fig = attention_heatmap(w[0], xlabels=[names[t] for t in seq], ylabels=[f"head {h}" for h in range(bh)],
+                                title=f"one test sequence: answer ({names[task.test[1][0, 0]]}, "
+                                      f"{names[task.test[1][0, 1]]}); each head's weights over its tokens",
+                                xlabel="token", ylabel="head")
+        report.figure(fig, "heads_one_sequence.png", "the heads of the best multi-head model on one test sequence: "
+                                                     "one head reads the value after the latest A, another after "
+                                                     "the latest B")
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(5, 3.5))
     for i in range(n_seeds):
