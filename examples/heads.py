@@ -9,7 +9,7 @@ Echoes Vaswani et al. (2017), "Attention Is All You Need", sec. 3.2.2 (multi-hea
 
 python examples/heads.py [--quick] [--seed N] [--out DIR]
 """
-from common import Progress, Report, parse_args, pyplot
+from common import Progress, Report, parse_args, positive_int, pyplot
 
 import numpy as np
 
@@ -79,12 +79,13 @@ def head_focus(weights, at):
 
 def main():
     def flags(p):
-        p.add_argument("--steps", type=int, default=None, help="training steps per model (default 1000, quick 300)")
-        p.add_argument("--seeds", type=int, default=None, help="seeds per head count (default 3, quick 1)")
-        p.add_argument("--heads", type=int, nargs="+", default=list(HEADS), help="head counts to compare")
-        p.add_argument("--batch", type=int, default=64, help="batch size")
-        p.add_argument("--d-model", type=int, default=32, help="model width (fixed across head counts)")
-        p.add_argument("--n-test", type=int, default=1000, help="held-out sequences")
+        p.add_argument("--steps", type=positive_int, default=None,
+                       help="training steps per model (default 1000, quick 300)")
+        p.add_argument("--seeds", type=positive_int, default=None, help="seeds per head count (default 3, quick 1)")
+        p.add_argument("--heads", type=positive_int, nargs="+", default=list(HEADS), help="head counts to compare")
+        p.add_argument("--batch", type=positive_int, default=64, help="batch size")
+        p.add_argument("--d-model", type=positive_int, default=32, help="model width (fixed across head counts)")
+        p.add_argument("--n-test", type=positive_int, default=1000, help="held-out sequences")
     args = parse_args("E3: one head vs several on the two-marker task", "heads", flags)
     for h in args.heads:
         if h < 1 or args.d_model % h:
@@ -130,9 +131,10 @@ def main():
         tokens = task.test[0]
         names = [str(t) for t in range(task.n_values)] + ["A", "B"]
         show = 6
-        # one figure row per head: the weights (over positions) for the first test sequences
+        # one panel per head: its weights (over positions) for the first test sequences
         grid = np.stack([w[:show, h] for h in range(bh)])  # (H, show, T)
-        fig = head_grid(grid, xlabels=list(range(task.length)), ylabels=[" ".join(names[t] for t in seq) for seq in tokens[:show]],
+        rows = [" ".join(names[t] for t in seq) for seq in tokens[:show]]
+        fig = head_grid(grid, xlabels=list(range(task.length)), ylabels=rows,
                         title=f"{bh} heads: weights of the learned query over positions (rows: test sequences)",
                         head_titles=[f"head {f['head']}: A {f['A']:.2f}, B {f['B']:.2f}" for f in focus],
                         xlabel="position", ylabel="test sequence")

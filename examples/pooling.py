@@ -8,7 +8,7 @@ and fewer weights. Echoes Nadaraya (1964) and Watson (1964), as retold in d2l.ai
 
 python examples/pooling.py [--quick] [--seed N] [--out DIR]
 """
-from common import Progress, Report, parse_args, pyplot
+from common import Progress, Report, parse_args, positive_int, pyplot
 
 import numpy as np
 
@@ -61,8 +61,9 @@ def learn_width(x_tr, y_tr, steps, lr, progress=None):
 
 def main():
     def flags(p):
-        p.add_argument("--seeds", type=int, default=3, help="how many seeds (data sets) to run")
-        p.add_argument("--steps", type=int, default=None, help="training steps for the width (default 1000, quick 200)")
+        p.add_argument("--seeds", type=positive_int, default=3, help="how many seeds (data sets) to run")
+        p.add_argument("--steps", type=positive_int, default=None,
+                       help="training steps for the width (default 1000, quick 200)")
     args = parse_args("E0: attention pooling (Nadaraya-Watson), fixed vs learned kernel width", "pooling", flags)
     report = Report(args, "pooling", claim="attention is a weighted average of values whose weights come from "
                                            "how well the query matches each key (query, key, value)")

@@ -10,7 +10,7 @@
 
 python examples/scaling.py [--quick] [--seed N] [--out DIR]
 """
-from common import Progress, Report, parse_args, pyplot
+from common import Progress, Report, parse_args, positive_int, pyplot
 
 import math
 
@@ -117,12 +117,13 @@ def train_recall(scaled, seed, task, steps, batch, lr, d_model, d_k, eval_every,
 
 def main():
     def flags(p):
-        p.add_argument("--steps", type=int, default=None, help="training steps per run (default 1000, quick 600)")
-        p.add_argument("--seeds", type=int, default=None, help="seeds per variant (default 3, quick 1)")
-        p.add_argument("--batch", type=int, default=64, help="batch size")
-        p.add_argument("--pairs", type=int, default=32, help="(key, value) pairs per example")
-        p.add_argument("--d-k", type=int, default=128, help="query/key dimension in (b)")
-        p.add_argument("--n-test", type=int, default=1000, help="held-out examples")
+        p.add_argument("--steps", type=positive_int, default=None,
+                       help="training steps per run (default 1000, quick 600)")
+        p.add_argument("--seeds", type=positive_int, default=None, help="seeds per variant (default 3, quick 1)")
+        p.add_argument("--batch", type=positive_int, default=64, help="batch size")
+        p.add_argument("--pairs", type=positive_int, default=32, help="(key, value) pairs per example")
+        p.add_argument("--d-k", type=positive_int, default=128, help="query/key dimension in (b)")
+        p.add_argument("--n-test", type=positive_int, default=1000, help="held-out examples")
     args = parse_args("E2: why attention scores are divided by sqrt(d_k)", "scaling", flags)
     report = Report(args, "scaling", claim="scaled dot-product attention divides by sqrt(d_k) so that large "
                                            "dot products do not push the softmax into its flat, small-gradient "

@@ -10,7 +10,7 @@ Echoes Luong et al. (2015) (dot, general), Bahdanau et al. (2015) (additive), Va
 
 python examples/scores.py [--quick] [--seed N] [--out DIR]
 """
-from common import Progress, Report, parse_args, pyplot
+from common import Progress, Report, parse_args, positive_int, pyplot
 
 import time
 
@@ -67,11 +67,12 @@ def train(score, seed, task, steps, batch, lr, d_model):
 
 def main():
     def flags(p):
-        p.add_argument("--steps", type=int, default=None, help="training steps per score (default 1000, quick 300)")
-        p.add_argument("--batch", type=int, default=64, help="batch size")
-        p.add_argument("--pairs", type=int, default=32, help="(title, content) pairs per example")
-        p.add_argument("--d-model", type=int, default=32, help="embedding width")
-        p.add_argument("--n-test", type=int, default=1000, help="held-out examples")
+        p.add_argument("--steps", type=positive_int, default=None,
+                       help="training steps per score (default 1000, quick 300)")
+        p.add_argument("--batch", type=positive_int, default=64, help="batch size")
+        p.add_argument("--pairs", type=positive_int, default=32, help="(title, content) pairs per example")
+        p.add_argument("--d-model", type=positive_int, default=32, help="embedding width")
+        p.add_argument("--n-test", type=positive_int, default=1000, help="held-out examples")
     args = parse_args("E4: five score functions on key -> value recall", "scores", flags)
     report = Report(args, "scores", claim="the match between the query and each key can be scored by a dot "
                                           "product, an additive network or other similarity functions")

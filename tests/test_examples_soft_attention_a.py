@@ -104,6 +104,14 @@ def test_heads_quick_two_heads_beat_one_and_split_the_markers(tmp_path):
     assert "head_maps.png" in section
 
 
+@pytest.mark.parametrize("name, flag", [("pooling", "--steps"), ("scaling", "--pairs"), ("scores", "--batch"),
+                                        ("heads", "--heads")])
+def test_size_flags_must_be_positive_whole_numbers(tmp_path, name, flag):
+    r = run_example(name, flag, "0", "--out", str(tmp_path / name))
+    assert r.returncode == 2 and "expected a whole number >= 1, got '0'" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+
+
 def test_heads_rejects_a_head_count_that_does_not_divide_d_model(tmp_path):
     r = run_example("heads", "--heads", "3", "--out", str(tmp_path / "h"))
     assert r.returncode != 0 and "must divide --d-model" in r.stderr and "Traceback" not in r.stderr
@@ -123,6 +131,39 @@ def test_scores_quick_every_score_solves_recall(tmp_path):
     assert p["dot"] == p["scaled_dot"] == p["cosine"] - 1 < p["general"] < p["additive"]
     section, _ = assert_report_files(out)
     assert "scores.png" in section
+
+
+def _gradcheck_model(model, forward):
+    """float64 gradcheck of forward() against every parameter of model (random upstream gradient)."""
+    params = list(model.parameters())
+    assert all(p.dtype == np.float64 for p in params)
+    assert mg.gradcheck(lambda *ps: forward(), *params)
+
+
+def test_example_models_gradcheck_in_float64(float64):
+    rng = np.random.default_rng(0)
+    pooling, scaling, heads, scores = (_import_example(n) for n in ("pooling", "scaling", "heads", "scores"))
+    # E0: the kernel width and the queries
+    w = mg.tensor(np.array(2.0), requires_grad=True)
+    xq = mg.tensor(rng.uniform(0, 5, 4), requires_grad=True)
+    xk, y = mg.tensor(rng.uniform(0, 5, 6)), mg.tensor(rng.standard_normal(6))
+    assert mg.gradcheck(lambda w_, q_: pooling.pool(q_, xk, y, w_)[0], w, xq)
+    assert mg.gradcheck(lambda w_: pooling.pool(xk, xk, y, w_, exclude_self=True)[0], w)
+    # E2 and E4: recall readers, E3: the multi-head marker reader
+    from attention.tasks.recall import Recall, TwoMarker
+    keys, values, query, _, _ = Recall(n_pairs=3, n_keys=5, n_values=3, n_test=2, seed=0).test
+    for scaled in (True, False):
+        mg.manual_seed(1)
+        m = scaling.RecallLayer(5, 3, d_model=4, d_k=4, scaled=scaled)
+        _gradcheck_model(m, lambda: m(keys, values, query)[0])
+    for name in ("dot", "general", "additive", "cosine"):
+        mg.manual_seed(2)
+        m = scores.LibraryReader(name, 5, 3, d_model=4)
+        _gradcheck_model(m, lambda: m(keys, values, query)[0])
+    tokens = TwoMarker(length=8, n_values=3, max_markers=2, n_test=2, seed=0).test[0]
+    mg.manual_seed(3)
+    m = heads.MarkerReader(vocab=5, length=8, n_values=3, d_model=4, heads=2)
+    _gradcheck_model(m, lambda: m(tokens)[0])
 
 
 def test_tour_lists_these_examples():
