@@ -57,6 +57,13 @@ def _threads(value):
     return int(value)
 
 
+def positive_int(value):
+    """argparse type for an example's size flags (--steps, --batch, ...): a whole number >= 1."""
+    if not value.isdigit() or int(value) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {value!r}")
+    return int(value)
+
+
 def parse_args(description, default_out, extra=None, argv=None):
     """The flags every example takes; `extra(parser)` may add its own. Bad flags exit with argparse's message."""
     p = argparse.ArgumentParser(description=description)
@@ -149,6 +156,9 @@ def write_atomic(path, text):
     try:
         with os.fdopen(fd, "w") as f:
             f.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # as open() would make it (mkstemp makes 0600)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
