@@ -10,6 +10,10 @@ from .ops import (abs, argmax, argmin, as_tensor, cat, concat, cross_entropy, ei
                   mean, min, pad, relu, reshape, sigmoid, softmax, sqrt, squeeze, stack, sum, swapaxes, tanh,
                   transpose, unsqueeze, var, where)
 from .shape import _shape_arg
+from .ops import (ceil, chunk, clamp, clip, cos, cumsum, expm1, flip, floor, log1p, masked_select,  # noqa: F401
+                  maximum, minimum, nonzero, norm, outer, pow, prod, repeat, roll, round, sign, sin, split, std,
+                  tile, tril, triu)
+from .creation import arange, eye, full, full_like, linspace, ones_like, zeros_like  # noqa: F401
 from .random import manual_seed, multinomial, normal, rand, randint, randn  # noqa: F401
 from .tensor import (Tensor, get_default_dtype, is_grad_enabled, no_grad, set_default_dtype,  # noqa: F401
                      tensor)
@@ -23,10 +27,6 @@ def zeros(*size, requires_grad=False, dtype=None):
 
 def ones(*size, requires_grad=False, dtype=None):
     return Tensor(_np.ones(_shape_arg(size), dtype or get_default_dtype()), requires_grad)
-
-
-def arange(*args, dtype=None):
-    return Tensor(_np.arange(*args, dtype=dtype))
 
 
 __version__ = "0.1.0"
