@@ -444,3 +444,8 @@ def load(path):
     with np.load(path, allow_pickle=False) as z:
         d = OrderedDict((k, z[k]) for k in z.files)
     return d["__tensor__"] if list(d) == ["__tensor__"] else d
+
+
+# the loss modules (losses.py), as torch.nn has them
+from .losses import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, KLDivLoss, L1Loss,  # noqa: E402,F401
+                     MSELoss, NLLLoss, SmoothL1Loss)
