@@ -593,31 +593,8 @@ class Softmax(Module):
         return ops.softmax(x, self.dim)
 
 
-# ---- save / load (.npz: arrays only, never pickled code) ------------------------------------------
-
-def save(obj, path):
-    """Save a Module's state dict, a dict of arrays/Tensors, or one array/Tensor to an .npz file."""
-    if isinstance(obj, Module):
-        obj = obj.state_dict()
-    if isinstance(obj, (Tensor, np.ndarray)):
-        obj = {"__tensor__": obj}
-    if not isinstance(obj, dict):
-        raise TypeError(f"save: expected a Module, a dict of arrays or a Tensor, got {type(obj).__name__}")
-    arrays = {}
-    for k, v in obj.items():
-        v = v.data if isinstance(v, Tensor) else np.asarray(v)
-        if v.dtype == object:
-            raise TypeError(f"save: entry '{k}' is not a numeric array")
-        arrays[str(k)] = v
-    with open(path, "wb") as f:  # an open file keeps np.savez from appending '.npz' to the name
-        np.savez(f, **arrays)
-
-
-def load(path):
-    """Load what save() wrote: a dict of name -> ndarray (or the one array that was saved)."""
-    with np.load(path, allow_pickle=False) as z:
-        d = OrderedDict((k, z[k]) for k in z.files)
-    return d["__tensor__"] if list(d) == ["__tensor__"] else d
+# ---- save / load live in serialization.py (nested checkpoints, never pickled); nn.save / nn.load stay
+from .serialization import load, save  # noqa: E402,F401
 
 
 # the loss modules (losses.py), as torch.nn has them
