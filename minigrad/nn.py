@@ -600,3 +600,6 @@ from .serialization import load, save  # noqa: E402,F401
 # the loss modules (losses.py), as torch.nn has them
 from .losses import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, KLDivLoss, L1Loss,  # noqa: E402,F401
                      MSELoss, NLLLoss, SmoothL1Loss)
+
+# torch.nn.init's namespace for the initialisers above (nn.init.xavier_uniform_(w), as in torch)
+from . import init  # noqa: E402,F401

@@ -5,6 +5,7 @@ index, `param_groups` with per-group options and `params` as indices), so an opt
 resume bit-for-bit from a checkpoint (see minigrad.save), and a torch optimizer's state dict loads here.
 """
 import math
+import sys
 import warnings
 
 import numpy as np
@@ -548,3 +549,7 @@ class OneCycleLR(LRScheduler):
 
     def _lr(self, base_lr, step):
         return self._lr_for(0, base_lr, step)
+
+
+# torch keeps the schedules in torch.optim.lr_scheduler; here they sit in this module, reachable by that name too
+lr_scheduler = sys.modules[__name__]
