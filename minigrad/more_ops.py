@@ -51,12 +51,14 @@ clip = clamp
 
 
 def sin(a):
+    """Sine, elementwise."""
     a = as_tensor(a)
     x = a.data
     return _make(np.sin(x), (a,), lambda g: (g * np.cos(x),), "sin")  # d sin = cos
 
 
 def cos(a):
+    """Cosine, elementwise."""
     a = as_tensor(a)
     x = a.data
     return _make(np.cos(x), (a,), lambda g: (-g * np.sin(x),), "cos")  # d cos = -sin

@@ -535,12 +535,15 @@ class ModuleDict(Module):
         return iter(self._modules)
 
     def keys(self):
+        """The names, in order."""
         return self._modules.keys()
 
     def values(self):
+        """The modules, in order."""
         return self._modules.values()
 
     def items(self):
+        """(name, module) pairs, in order."""
         return self._modules.items()
 
     def pop(self, key):

@@ -73,6 +73,7 @@ class Optimizer:
     # one learning rate for the common one-group case (a schedule sets every group's own)
     @property
     def lr(self):
+        """The first group's lr; setting it sets every group's."""
         return self.param_groups[0]["lr"]
 
     @lr.setter
@@ -314,6 +315,7 @@ class Adagrad(Optimizer):
                 self.state[p] = {"step": 0, "sum": np.full_like(p.data, group["initial_accumulator_value"])}
 
     def add_param_group(self, group):
+        """As Optimizer.add_param_group; the new parameters' accumulators start at initial_accumulator_value."""
         super().add_param_group(group)
         g = self.param_groups[-1]
         for p in g["params"]:
@@ -363,6 +365,7 @@ class LRScheduler:
 
     @property
     def base_lr(self):
+        """The first group's initial lr."""
         return self.base_lrs[0]
 
     def _lr(self, base_lr, step):

@@ -216,3 +216,24 @@ ERRORS = [
 def test_bad_input(call, exc, pattern):
     with pytest.raises(exc, match=pattern):
         call()
+
+
+FLOAT32 = [  # every new differentiable op keeps a float32 graph float32, forward and gradient
+    lambda x: x.clamp(-0.5, 0.5), lambda x: x.pow(3), lambda x: x.std(dim=1), lambda x: x.norm(),
+    lambda x: x.norm(1, dim=0), lambda x: x.norm(math.inf), lambda x: x.norm(3), lambda x: x.cumsum(dim=1),
+    lambda x: x.prod(dim=1), lambda x: mg.maximum(x, 0.0 * x), lambda x: x.sign() * x, lambda x: x.floor() + x,
+    lambda x: x.ceil() + x, lambda x: x.round(1) + x, lambda x: x.sin(), lambda x: x.cos(),
+    lambda x: (x * x).log1p(), lambda x: x.expm1(), lambda x: x.tril(), lambda x: x.triu(1),
+    lambda x: x[0].outer(x[1]), lambda x: mg.cat(x.chunk(2, dim=1), 0), lambda x: mg.cat(x.split(1, 0), 1),
+    lambda x: x.repeat(2, 1), lambda x: x.tile(2), lambda x: x.flip(0), lambda x: x.roll(1, 1),
+    lambda x: x.masked_select(x.data > 0),
+]
+
+
+@pytest.mark.parametrize("k", range(len(FLOAT32)))
+def test_float32_in_float32_out(k):
+    x = mg.tensor(RNG.standard_normal((2, 4)).astype(np.float32), requires_grad=True)
+    out = FLOAT32[k](x)
+    assert out.dtype == np.float32
+    out.sum().backward()
+    assert x.grad.dtype == np.float32 and np.isfinite(x.grad).all()
