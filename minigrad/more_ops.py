@@ -215,8 +215,10 @@ def norm(a, p=2, axis=None, keepdims=False, dim=None):
         safe = np.where(out == 0, 1, out)
         if p == 2:  # d ||x|| = x / ||x||
             return (g * np.where(out == 0, 0, x / safe),)
-        # d (sum |x|^p)^(1/p) = sign(x) |x|^(p-1) / ||x||^(p-1)
-        return (g * np.where(out == 0, 0, np.sign(x) * ax ** (p - 1) / safe ** (p - 1)),)
+        # d (sum |x|^p)^(1/p) = sign(x) |x|^(p-1) / ||x||^(p-1); for p < 1, |x|^(p-1) is infinite at x = 0,
+        # where the subgradient 0 is taken (as torch; never 0 * inf = NaN)
+        ap = np.where(ax > 0, ax, 1) ** (p - 1)
+        return (g * np.where((out == 0) | (ax == 0), 0, np.sign(x) * ap / safe ** (p - 1)),)
     return _make(out if keepdims else out.reshape([n for i, n in enumerate(x.shape) if i not in axes]),
                  (a,), backward, "norm")
 

@@ -237,3 +237,16 @@ def test_float32_in_float32_out(k):
     assert out.dtype == np.float32
     out.sum().backward()
     assert x.grad.dtype == np.float32 and np.isfinite(x.grad).all()
+
+
+@pytest.mark.parametrize("v", [[3.0, -3.0, 1.0], [2.0, 2.0, 2.0], [0.0, 0.0, 0.0], [0.0, -1.0, 0.0]])
+@pytest.mark.parametrize("p", [math.inf, 1, 2, 3, 0.5])
+def test_norm_at_ties_and_zeros_matches_torch(v, p):
+    torch = pytest.importorskip("torch")
+    x, t = mg.tensor(np.array(v), requires_grad=True), torch.tensor(v, dtype=torch.float64, requires_grad=True)
+    out, ref = x.norm(p), torch.linalg.vector_norm(t, p)
+    np.testing.assert_allclose(out.item(), ref.item(), rtol=1e-12)
+    out.backward()
+    ref.backward()
+    assert np.isfinite(x.grad).all()  # p < 1 at a zero entry: |x|^(p-1) is infinite there; the subgradient is 0
+    np.testing.assert_allclose(x.grad, t.grad.numpy(), rtol=1e-12, atol=1e-15)
