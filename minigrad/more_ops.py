@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from .ops import _axis, _check_axis, _expand_back, _make, _norm_axes, as_tensor, sqrt, var
+from .ops import _axis, _check_axis, _expand_back, _make, _norm_axes, as_tensor
 
 
 def _bound(x, name):
@@ -224,8 +224,26 @@ def norm(a, p=2, axis=None, keepdims=False, dim=None):
 
 
 def std(a, axis=None, keepdims=False, dim=None, correction=1):
-    """Standard deviation, sqrt(var) with `correction` (1 = sample, torch's default)."""
-    return sqrt(var(a, axis, keepdims, dim, correction=correction))
+    """Standard deviation, sqrt(var) with `correction` (1 = sample, torch's default).
+
+    Where the spread is zero (constant input) the gradient is 0, the subgradient at the kink (torch gives NaN).
+    """
+    a = as_tensor(a)
+    axes = _norm_axes(_axis(axis, dim), a.shape, "std")
+    x = a.data
+    n = 1
+    for i in axes:
+        n *= x.shape[i]
+    if n - correction <= 0:
+        raise ValueError(f"std: {n} elements with correction {correction} leave no degrees of freedom")
+    xc = x - x.mean(axis=axes, keepdims=True)
+    s = np.sqrt((xc * xc).sum(axis=axes, keepdims=True) / (n - correction))
+
+    def backward(g):  # d std = (x - mean) / ((n - c) std), and 0 where std = 0
+        scale = np.where(s == 0, 0, 1 / ((n - correction) * np.where(s == 0, 1, s)))
+        return (_expand_back(g, x.shape, axes, keepdims) * xc * scale,)
+    return _make(s if keepdims else s.reshape([k for i, k in enumerate(x.shape) if i not in axes]),
+                 (a,), backward, "std")
 
 
 def outer(a, b):

@@ -184,7 +184,7 @@ ERRORS = [
     ("prod-axis", lambda: mg.prod(np.zeros((2, 3)), 2), IndexError, r"prod: axis 2 is out of range"),
     ("norm-p", lambda: mg.norm(np.zeros(3), p=0), ValueError, r"norm: p must be a positive number, inf or 'fro', got 0"),
     ("norm-p-str", lambda: mg.norm(np.zeros(3), p="nuc"), ValueError, r"norm: p must be .* got 'nuc'"),
-    ("std-dof", lambda: mg.std(np.zeros(1)), ValueError, r"var: 1 elements with correction 1 leave no degrees"),
+    ("std-dof", lambda: mg.std(np.zeros(1)), ValueError, r"std: 1 elements with correction 1 leave no degrees"),
     ("outer", lambda: mg.outer(np.zeros((2, 2)), np.zeros(2)), ValueError,
      r"outer: two 1-D tensors expected, got shapes \(2, 2\) and \(2,\)"),
     ("chunk", lambda: mg.chunk(np.zeros(3), 0), ValueError, r"chunk: chunks must be a positive int, got 0"),
@@ -250,3 +250,11 @@ def test_norm_at_ties_and_zeros_matches_torch(v, p):
     ref.backward()
     assert np.isfinite(x.grad).all()  # p < 1 at a zero entry: |x|^(p-1) is infinite there; the subgradient is 0
     np.testing.assert_allclose(x.grad, t.grad.numpy(), rtol=1e-12, atol=1e-15)
+
+
+def test_std_of_a_constant_has_a_zero_gradient_not_nan():
+    """Our stated choice at the kink (torch's gradient is NaN there)."""
+    x = mg.tensor(np.array([[2.0, 2.0, 2.0], [1.0, 2.0, 3.0]]), requires_grad=True)
+    x.std(dim=1).sum().backward()
+    np.testing.assert_array_equal(x.grad[0], 0.0)
+    np.testing.assert_allclose(x.grad[1], [-0.5, 0.0, 0.5])  # (x - mean) / ((n - 1) std) with std = 1
