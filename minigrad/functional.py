@@ -38,5 +38,5 @@ def one_hot(index, num_classes):
 
 # the losses live in losses.py (functions and modules); nn goes first because losses' modules need nn.Module
 from . import nn as _nn  # noqa: E402,F401
-from .losses import (binary_cross_entropy, binary_cross_entropy_with_logits, cross_entropy, huber_loss,  # noqa: E402,F401
-                     kl_div, l1_loss, mse_loss, nll_loss, smooth_l1_loss)
+from .losses import (binary_cross_entropy, binary_cross_entropy_with_logits, cross_entropy,  # noqa: E402,F401
+                     huber_loss, kl_div, l1_loss, mse_loss, nll_loss, smooth_l1_loss)

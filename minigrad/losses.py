@@ -33,7 +33,8 @@ def _reduce(loss, reduction, name):
 def _same_shape(input, target, name, what=("input", "target")):
     input, target = as_tensor(input), as_tensor(target)
     if input.shape != target.shape:
-        raise ValueError(f"{name}: {what[0]} {input.shape} and {what[1]} {target.shape} differ (the same shape is expected)")
+        raise ValueError(f"{name}: {what[0]} {input.shape} and {what[1]} {target.shape} differ "
+                         f"(the same shape is expected)")
     return input, target
 
 
