@@ -112,6 +112,8 @@ def test_modules_are_saved_as_state_dicts_and_plain_npz_loads(tmp_path):
     d = mg.load(tmp_path / "plain.npz")
     assert sorted(d) == ["b", "w"]
     np.testing.assert_array_equal(d["w"], np.arange(3))
+    np.savez(tmp_path / "old.npz", __tensor__=np.ones(3))  # a single tensor as the previous minigrad.save wrote it
+    np.testing.assert_array_equal(mg.load(tmp_path / "old.npz"), np.ones(3))
     assert nn.save is mg.save and nn.load is mg.load
 
 
