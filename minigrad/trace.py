@@ -59,7 +59,8 @@ class Trace:
         call.__wrapped__ = fn
         return call
 
-    _SOURCES = ("minigrad.ops", "minigrad.shape", "minigrad.fused", "minigrad.functional", "attention.")
+    _SOURCES = ("minigrad.ops", "minigrad.shape", "minigrad.fused", "minigrad.more_ops", "minigrad.functional",
+                "minigrad.losses", "minigrad.rnn", "attention.")
 
     def __enter__(self):
         global _active
