@@ -6,6 +6,8 @@ reverse topological order (Kahn's algorithm on child counts, as HIPS autograd do
 gradient is summed from its children, used once, then dropped. Only this file accumulates gradients
 and undoes broadcasting; ops just return arrays (indexing returns a Scatter: g at the indexed places).
 """
+import functools
+
 import numpy as np
 
 _default_dtype = np.float32
@@ -41,10 +43,10 @@ class no_grad:
         _grad_enabled = self._prev
 
     def __call__(self, fn):
+        @functools.wraps(fn)  # keeps the name, docstring and signature, so help() shows them
         def wrapped(*args, **kwargs):
             with no_grad():
                 return fn(*args, **kwargs)
-        wrapped.__name__, wrapped.__doc__ = fn.__name__, fn.__doc__
         return wrapped
 
 

@@ -50,7 +50,7 @@ def test_padded_source_gets_zero_gradient():
 def test_greedy_matches_teacher_forcing_on_its_own_output():
     m = Seq2Seq(6, 6, emb_dim=3, enc_hidden=3, dec_hidden=4, attention=AdditiveScore(4, 6, 5))
     src = rng.integers(0, 6, (3, 4))
-    tokens, align = m.greedy(src, max_len=5, bos=0)
+    tokens, align = m.greedy(src, max_len=5, bos=0, eos=None)
     assert tokens.shape == (3, 5) and align.shape == (3, 5, 4)
     tgt_in = np.concatenate([np.zeros((3, 1), np.int64), tokens[:, :-1]], axis=1)
     logits, al2 = m(src, tgt_in)
