@@ -28,15 +28,23 @@ CLAIM = ("an encoder that squeezes the whole source into one fixed-size vector l
          "sequences (the information bottleneck); attention lets every decoder step read the part it needs")
 
 
+def positive(value):
+    """argparse type: a whole number >= 1."""
+    import argparse
+    if not value.isdigit() or int(value) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {value!r}")
+    return int(value)
+
+
 def add_flags(p):
-    p.add_argument("--jobs", type=int, default=2, help="processes training the four models (default 2)")
+    p.add_argument("--jobs", type=positive, default=2, help="processes training the four models (default 2)")
     # sizes, for tests and experiments; the defaults are the recipe in the module docstring
-    p.add_argument("--steps", type=int, default=None, help="training steps per model")
-    p.add_argument("--batch", type=int, default=64, help="sequences per training batch")
-    p.add_argument("--max-train-len", type=int, default=None, help="longest training length (min is 5)")
-    p.add_argument("--max-test-len", type=int, default=None, help="longest test length")
-    p.add_argument("--test-size", type=int, default=None, help="test sequences per length")
-    p.add_argument("--hidden", type=int, default=32, help="embedding and encoder width (decoder: 2x)")
+    p.add_argument("--steps", type=positive, default=None, help="training steps per model")
+    p.add_argument("--batch", type=positive, default=64, help="sequences per training batch")
+    p.add_argument("--max-train-len", type=positive, default=None, help="longest training length (min is 5)")
+    p.add_argument("--max-test-len", type=positive, default=None, help="longest test length")
+    p.add_argument("--test-size", type=positive, default=None, help="test sequences per length")
+    p.add_argument("--hidden", type=positive, default=32, help="embedding and encoder width (decoder: 2x)")
 
 
 def settings(args):
@@ -47,10 +55,6 @@ def settings(args):
     for k in s:
         if getattr(args, k) is not None:
             s[k] = getattr(args, k)
-    for k in ("steps", "test_size", "batch", "hidden", "jobs"):
-        v = s.get(k, getattr(args, k))
-        if v < 1:
-            raise SystemExit(f"bottleneck.py: --{k.replace('_', '-')} must be >= 1, got {v}")
     if not 5 <= s["max_train_len"] <= s["max_test_len"]:
         raise SystemExit(f"bottleneck.py: need 5 <= --max-train-len <= --max-test-len, got "
                          f"{s['max_train_len']} and {s['max_test_len']}")
