@@ -20,6 +20,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # (name, what the seed document says it shows)
 EXAMPLES = [
     ("moons", "the engine: an MLP trained by backpropagation"),
+    ("bottleneck", "the information bottleneck: one fixed-size vector vs attention over every encoder state"),
+    ("translate", "cross-attention: an encoder-decoder Transformer reverses and sorts token sequences"),
 ]
 
 
