@@ -9,6 +9,11 @@ form an anti-diagonal (output step t reads source position n - 1 - t).
 
 python examples/bottleneck.py [--quick] [--seed N] [--out DIR] [--jobs 2]
 The four models train in --jobs parallel processes (default 2, one a core); the results do not depend on it.
+
+Recipe (default): 10 content tokens; embedding 32, bidirectional GRU encoder 2x32, decoder GRU 64; Adam at
+3e-3, cosine-decayed to 3e-4, gradients clipped to norm 1; 3,000 steps of 64 sequences, each batch of one
+length drawn uniformly from 5-20 (so no step computes on padding); 200 held-out sequences per test length.
+--quick: lengths 5-12, 500 steps, tested on 5-16 with 100 sequences a length.
 """
 from common import Progress, Report, parse_args, pyplot
 
@@ -38,7 +43,7 @@ def positive(value):
 
 def add_flags(p):
     p.add_argument("--jobs", type=positive, default=2, help="processes training the four models (default 2)")
-    # sizes, for tests and experiments; the defaults are the recipe in the module docstring
+    # sizes, for tests and experiments; unset, they are the recipe in the module docstring
     p.add_argument("--steps", type=positive, default=None, help="training steps per model")
     p.add_argument("--batch", type=positive, default=64, help="sequences per training batch")
     p.add_argument("--max-train-len", type=positive, default=None, help="longest training length (min is 5)")

@@ -7,6 +7,10 @@ positions, pre-LN layers, greedy decoding. On reversal the cross-attention is an
 output step reads the source positions that hold the token it writes.
 
 python examples/translate.py [--quick] [--seed N] [--out DIR]
+
+Recipe (default): 10 content tokens, lengths 4-12 mixed and padded in each batch; d_model 32, 4 heads, 2
+encoder + 2 decoder layers, feed-forward 64, no dropout; Adam at 3e-3 with 200 warm-up steps and cosine decay;
+3,000 steps of 64 sequences per task; 200 held-out sequences per length. --quick: lengths 4-8, 500 steps of 32.
 """
 from common import Progress, Report, parse_args, pyplot
 
@@ -103,20 +107,20 @@ def positive(value):
 
 def add_flags(p):
     p.add_argument("--steps", type=positive, default=None, help="training steps per task")
-    p.add_argument("--batch", type=positive, default=64, help="sequences per training batch")
+    p.add_argument("--batch", type=positive, default=None, help="sequences per training batch")
     p.add_argument("--max-len", type=positive, default=None, help="longest sequence (the shortest is 4)")
     p.add_argument("--test-size", type=positive, default=None, help="held-out test sequences per length")
 
 
 def settings(args):
-    s = {"steps": 800 if args.quick else 3000, "max_len": 8 if args.quick else 12,
-         "test_size": 100 if args.quick else 200}
+    s = {"steps": 500 if args.quick else 3000, "batch": 32 if args.quick else 64,
+         "max_len": 8 if args.quick else 12, "test_size": 100 if args.quick else 200}
     for k in s:
         if getattr(args, k) is not None:
             s[k] = getattr(args, k)
     if s["max_len"] < 4:
         raise SystemExit(f"translate.py: --max-len must be >= 4, got {s['max_len']}")
-    s.update(min_len=4, tokens=10, batch=args.batch, lr=3e-3, warmup=min(200, s["steps"] // 5), seed=args.seed)
+    s.update(min_len=4, tokens=10, lr=3e-3, warmup=min(200, s["steps"] // 5), seed=args.seed)
     return s
 
 
@@ -201,7 +205,7 @@ def main():
                   for k, r in res.items()], ["task", *[f"len {n}" for n in lengths]],
                  title="exact-sequence accuracy by length")
     worst = min(r["exact_match"] for r in res.values())
-    target = 0.9 if args.quick else 0.99
+    target = 0.95 if args.quick else 0.99
     report.headline("exact-sequence accuracy, worst task", worst, f">= {target}", worst >= target)
 
     for k, r in res.items():
