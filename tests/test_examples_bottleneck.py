@@ -33,11 +33,12 @@ def test_attention_beats_no_attention_on_length_12_reversal(tmp_path):
     """The bottleneck at small scale: after a short training, attention reverses length-12 sequences far
     better than the fixed-size vector does."""
     out = str(tmp_path / "learn")
-    m = run_ok("bottleneck", out, "--quick", "--steps", "250", "--batch", "32", "--max-train-len", "12",
-               "--max-test-len", "12", "--test-size", "30", "--hidden", "16", "--seed", "3")
+    m = run_ok("bottleneck", out, "--quick", "--steps", "300", "--batch", "32", "--max-train-len", "12",
+               "--max-test-len", "12", "--test-size", "30", "--seed", "3")
     i = m["lengths"].index(12)
     acc = {k: v[i] for k, v in m["token_accuracy"].items()}
-    assert acc["additive"] > acc["none"] + 0.25, acc
+    assert acc["additive"] > acc["none"] + 0.4, acc
+    assert min(acc["dot"], acc["general"]) > acc["none"] + 0.25, acc
     with open(os.path.join(out, "headline.json")) as f:
         head = json.load(f)
     assert head["reached"] == (head["value"] >= 0.2)
