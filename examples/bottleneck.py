@@ -13,9 +13,9 @@ The four models train in --jobs parallel processes (default 2, one a core); the 
 Recipe (default): 10 content tokens; embedding 32, bidirectional GRU encoder 2x32, decoder GRU 64; Adam at
 3e-3, cosine-decayed to 3e-4, gradients clipped to norm 1; 3,000 steps of 64 sequences, each batch of one
 length drawn uniformly from 5-20 (so no step computes on padding); 200 held-out sequences per test length.
---quick: lengths 5-12, 500 steps, tested on 5-16 with 100 sequences a length.
+--quick: lengths 5-12, 500 steps of 32, tested on 5-16 with 100 sequences a length.
 """
-from common import Progress, Report, parse_args, pyplot
+from common import Progress, Report, parse_args
 
 import multiprocessing
 import time
@@ -45,7 +45,7 @@ def add_flags(p):
     p.add_argument("--jobs", type=positive, default=2, help="processes training the four models (default 2)")
     # sizes, for tests and experiments; unset, they are the recipe in the module docstring
     p.add_argument("--steps", type=positive, default=None, help="training steps per model")
-    p.add_argument("--batch", type=positive, default=64, help="sequences per training batch")
+    p.add_argument("--batch", type=positive, default=None, help="sequences per training batch")
     p.add_argument("--max-train-len", type=positive, default=None, help="longest training length (min is 5)")
     p.add_argument("--max-test-len", type=positive, default=None, help="longest test length")
     p.add_argument("--test-size", type=positive, default=None, help="test sequences per length")
@@ -55,7 +55,7 @@ def add_flags(p):
 def settings(args):
     """The run's sizes: the recipe by default, smaller with --quick; explicit flags win."""
     quick = args.quick
-    s = {"steps": 500 if quick else 3000, "max_train_len": 12 if quick else 20,
+    s = {"steps": 500 if quick else 3000, "batch": 32 if quick else 64, "max_train_len": 12 if quick else 20,
          "max_test_len": 16 if quick else 30, "test_size": 100 if quick else 200}
     for k in s:
         if getattr(args, k) is not None:
@@ -63,7 +63,7 @@ def settings(args):
     if not 5 <= s["max_train_len"] <= s["max_test_len"]:
         raise SystemExit(f"bottleneck.py: need 5 <= --max-train-len <= --max-test-len, got "
                          f"{s['max_train_len']} and {s['max_test_len']}")
-    s.update(batch=args.batch, hidden=args.hidden, min_len=5, tokens=10, lr=3e-3, seed=args.seed)
+    s.update(hidden=args.hidden, min_len=5, tokens=10, lr=3e-3, seed=args.seed)
     return s
 
 

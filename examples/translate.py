@@ -12,9 +12,8 @@ Recipe (default): 10 content tokens, lengths 4-12 mixed and padded in each batch
 encoder + 2 decoder layers, feed-forward 64, no dropout; Adam at 3e-3 with 200 warm-up steps and cosine decay;
 3,000 steps of 64 sequences per task; 200 held-out sequences per length. --quick: lengths 4-8, 500 steps of 32.
 """
-from common import Progress, Report, parse_args, pyplot
+from common import Progress, Report, parse_args
 
-import math
 import time
 
 import numpy as np
