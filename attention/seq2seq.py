@@ -8,6 +8,10 @@ Bahdanau's ordering: at step t the previous decoder state s_{t-1} is the query; 
 reads feeds the GRU with the previous token, and the output layer sees [s_t; c_t].
 Letters: B batch, S source length, T target length, V vocabulary.
 
+    model = Seq2Seq(V, V, attention="additive")
+    logits, align = model(src, tgt_in, src_lengths)        # teacher forcing; tgt_in (B, T) starts with BOS
+    tokens, align = model.greedy(src, max_len, src_lengths=src_lengths)   # decoding, stops at EOS
+
 Token ids: `greedy` starts from BOS and stops a row at EOS, padding after it with PAD; the defaults are the
 ids of attention.tasks (PAD = 0, BOS = 1, EOS = 2), and any other ids can be passed.
 """

@@ -87,3 +87,10 @@ def test_errors():
         t.batch(0, np.random.default_rng(0))
     with pytest.raises(ValueError, match="target_tokens: task must be one of"):
         target_tokens("x", np.zeros((1, 1), np.int64), [1])
+
+
+def test_make_batch_errors():
+    with pytest.raises(ValueError, match=r"expected integer src \(B, N\) and lengths \(B,\), got src \(3,\)"):
+        make_batch("copy", np.array([3, 4, 5]), np.array([3]))
+    with pytest.raises(ValueError, match=r"lengths must be in \[1, 2\], got \[1, 3\]"):
+        make_batch("copy", np.full((2, 2), 3), np.array([1, 3]))

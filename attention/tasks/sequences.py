@@ -51,6 +51,12 @@ def target_tokens(task, src, lengths):
 
 def make_batch(task, src, lengths):
     """SeqBatch from padded sources src (B, N) and their lengths (B,): the targets with BOS, EOS and PAD."""
+    src, lengths = np.asarray(src), np.asarray(lengths)
+    if src.ndim != 2 or src.dtype.kind not in "iu" or lengths.shape != src.shape[:1] or lengths.dtype.kind not in "iu":
+        raise ValueError(f"make_batch: expected integer src (B, N) and lengths (B,), got src {src.shape} {src.dtype} "
+                         f"and lengths {lengths.shape} {lengths.dtype}")
+    if lengths.size and (lengths.min() < 1 or lengths.max() > src.shape[1]):
+        raise ValueError(f"make_batch: lengths must be in [1, {src.shape[1]}], got [{lengths.min()}, {lengths.max()}]")
     src = np.where(np.arange(src.shape[1])[None, :] < lengths[:, None], src, PAD)
     y = target_tokens(task, src, lengths)                          # (B, N)
     B, N = src.shape
