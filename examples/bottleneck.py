@@ -121,7 +121,9 @@ def train_one(job):
             curve_steps.append(step)
             curve_loss.append(float(np.mean(run)))
             run = []
-        progress(step, loss=loss.item())
+        real = b.tgt_out != PAD                                      # token accuracy of this batch (teacher forcing)
+        acc = float((logits.data.argmax(-1) == b.tgt_out)[real].mean())
+        progress(step, loss=loss.item(), acc=acc)
     train_wall, train_cpu = time.perf_counter() - wall, time.process_time() - cpu
     model.eval()
     tok, exact = evaluate(model, task)

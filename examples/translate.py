@@ -163,7 +163,9 @@ def train_task(name, s, index):
             curve[0].append(step)
             curve[1].append(float(np.mean(run)))
             run = []
-        progress(step, loss=loss.item())
+        real = b.tgt_out != PAD                                      # token accuracy of this batch (teacher forcing)
+        acc = float((logits.data.argmax(-1) == b.tgt_out)[real].mean())
+        progress(step, loss=loss.item(), acc=acc)
     train_wall, train_cpu = time.perf_counter() - wall, time.process_time() - cpu
     model.eval()
     tok, exact, rows = evaluate(model, task)
