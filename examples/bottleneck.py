@@ -139,13 +139,15 @@ def train_one(job):
 
 
 def run_all(s, jobs):
+    """Train the four models, in `jobs` processes -> ({name: result}, whether they ran in child processes)."""
     work = [(name, s) for name in ("additive", "dot", "general", "none")]  # the slow ones first
-    if jobs == 1:
+    parallel = jobs > 1 and "fork" in multiprocessing.get_all_start_methods()  # no fork (Windows): one process
+    if not parallel:
         results = [train_one(w) for w in work]
     else:
         with multiprocessing.get_context("fork").Pool(min(jobs, len(work))) as pool:
             results = pool.map(train_one, work, chunksize=1)
-    return {r["name"]: r for r in results}
+    return {r["name"]: r for r in results}, parallel
 
 
 def token_label(t):
@@ -161,9 +163,9 @@ def main():
           f"{s['min_len']}-{s['max_test_len']} ({s['test_size']} held-out sequences a length); "
           f"{s['steps']} steps of batch {s['batch']} per model, {args.jobs} processes", flush=True)
     wall, cpu = time.perf_counter(), time.process_time()
-    res = run_all(s, args.jobs)
+    res, parallel = run_all(s, args.jobs)
     total_wall = time.perf_counter() - wall
-    total_cpu = time.process_time() - cpu + sum(r["cpu"] for r in res.values()) * (args.jobs > 1)
+    total_cpu = time.process_time() - cpu + sum(r["cpu"] for r in res.values()) * parallel  # children's too
     lengths = list(range(s["min_len"], s["max_test_len"] + 1))
     trained = [i for i, n in enumerate(lengths) if n <= s["max_train_len"]]
 
