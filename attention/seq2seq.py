@@ -113,7 +113,7 @@ class Seq2Seq(Module):
         return ops.stack(logits, axis=1), (None if self.attn is None else ops.stack(align, axis=1))
 
     @no_grad()
-    def greedy(self, src, max_len, bos=BOS, eos=EOS, src_lengths=None, pad=PAD):
+    def greedy(self, src, max_len, bos=BOS, src_lengths=None, eos=EOS, pad=PAD):
         """Greedy decoding: feed `bos`, then each step's argmax, until every row has emitted `eos` or max_len.
 
         src (B, S) integer tokens (with src_lengths, PAD past each length is ignored). Returns

@@ -147,10 +147,10 @@ def test_greedy_signature_and_docstring_survive_no_grad():
     import inspect
     import pydoc
     sig = inspect.signature(Seq2Seq.greedy)
-    assert list(sig.parameters) == ["self", "src", "max_len", "bos", "eos", "src_lengths", "pad"]
+    assert list(sig.parameters) == ["self", "src", "max_len", "bos", "src_lengths", "eos", "pad"]  # old order first
     assert (sig.parameters["bos"].default, sig.parameters["eos"].default, sig.parameters["pad"].default) == (1, 2, 0)
     text = pydoc.render_doc(Seq2Seq.greedy, renderer=pydoc.plaintext)
-    assert "greedy(self, src, max_len, bos=1, eos=2, src_lengths=None, pad=0)" in text
+    assert "greedy(self, src, max_len, bos=1, src_lengths=None, eos=2, pad=0)" in text
     assert "until every row has emitted `eos`" in text and "PAD = 0, BOS = 1, EOS = 2" in text
     m = Seq2Seq(4, 4, emb_dim=2, enc_hidden=2, dec_hidden=3)
     with pytest.raises(ValueError, match="max_len must be an integer >= 1, got 0"):
