@@ -44,9 +44,12 @@ def test_attention_beats_no_attention_on_length_12_reversal(tmp_path):
     assert head["reached"] == (head["value"] >= 0.2)
 
 
-def test_bad_sizes_get_a_message(tmp_path):
-    for args, expected in [(["--steps", "0"], "expected a whole number >= 1, got '0'"),
+def test_bad_input_gets_a_message_not_a_traceback(tmp_path):
+    for args, expected in [(["--no-such-flag"], "unrecognized arguments"),
+                           (["--seed", "x"], "invalid int value"),
+                           (["--out", "/proc/none"], "cannot write to"),
+                           (["--steps", "0"], "expected a whole number >= 1, got '0'"),
                            (["--jobs", "two"], "expected a whole number >= 1, got 'two'"),
                            (["--max-train-len", "9", "--max-test-len", "8"], "need 5 <= --max-train-len")]:
-        r = run_example("bottleneck", "--out", str(tmp_path / "bad"), *args)
+        r = run_example("bottleneck", *(["--out", str(tmp_path / "bad")] if "--out" not in args else []), *args)
         assert r.returncode != 0 and expected in r.stderr and "Traceback" not in r.stderr, r.stderr

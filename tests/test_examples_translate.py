@@ -67,8 +67,11 @@ def test_learns_reverse_and_sort_at_small_scale(tmp_path):
         assert v["exact_match"] >= 0.9, (task, v)
 
 
-def test_bad_sizes_get_a_message(tmp_path):
-    for args, expected in [(["--steps", "-3"], "expected a whole number >= 1, got '-3'"),
+def test_bad_input_gets_a_message_not_a_traceback(tmp_path):
+    for args, expected in [(["--no-such-flag"], "unrecognized arguments"),
+                           (["--seed", "x"], "invalid int value"),
+                           (["--out", "/proc/none"], "cannot write to"),
+                           (["--steps", "-3"], "expected a whole number >= 1, got '-3'"),
                            (["--max-len", "3"], "--max-len must be >= 4, got 3")]:
-        r = run_example("translate", "--out", str(tmp_path / "bad"), *args)
+        r = run_example("translate", *(["--out", str(tmp_path / "bad")] if "--out" not in args else []), *args)
         assert r.returncode != 0 and expected in r.stderr and "Traceback" not in r.stderr, r.stderr
