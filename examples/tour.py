@@ -21,10 +21,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 EXAMPLES = [
     ("moons", "the engine: an MLP trained by backpropagation"),
     ("autodiff_tour", "the engine made visible: graphs and traces of an expression and an attention layer"),
+    ("bottleneck", "the information bottleneck: one fixed-size vector vs attention over every encoder state (E1)"),
     ("pooling", "attention pooling: a query weighs values by how well it matches their keys (E0)"),
+    ("scores", "score functions: dot, scaled dot, general, additive, cosine all match query to key (E4)"),
     ("scaling", "why 1/sqrt(d_k): unscaled dot products saturate the softmax and slow learning (E2)"),
     ("heads", "multi-head attention: one head per thing to look for (E3)"),
-    ("scores", "score functions: dot, scaled dot, general, additive, cosine all match query to key (E4)"),
+    ("translate", "cross-attention: an encoder-decoder Transformer reverses and sorts token sequences (E5)"),
 ]
 
 

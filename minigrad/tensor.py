@@ -43,10 +43,10 @@ class no_grad:
         _grad_enabled = self._prev
 
     def __call__(self, fn):
+        @functools.wraps(fn)  # keeps the name, docstring and signature, so help() shows them
         def wrapped(*args, **kwargs):
             with no_grad():
                 return fn(*args, **kwargs)
-        wrapped.__name__, wrapped.__doc__ = fn.__name__, fn.__doc__
         return wrapped
 
 
