@@ -18,7 +18,7 @@ from common import Progress, Report, parse_args, pyplot
 import numpy as np
 
 import minigrad as mg
-from minigrad import nn, optim
+from minigrad import nn
 
 from attention import MovingAverageBaseline, Rollout, Trainer, gumbel_softmax, hard_attention
 from attention.reinforce import advantages, correct_reward, gradient_variance, per_sample_policy_gradients
@@ -99,12 +99,9 @@ def train(model_name, task, seed, steps, batch=64, lr=3e-3, baseline="learned", 
     rng = np.random.default_rng(seed)
     model = PointerMLP(task) if model_name == "mlp" else PointerReader(task.L, task.K, model_name)
     hard = model_name == "hard"
-    if hard:
-        trainer = Trainer(model, lr=lr, baseline=baseline, baseline_features=task.L, entropy_coef=entropy_coef,
-                          max_grad_norm=5.0)
-    else:  # plain backprop of the cross-entropy (soft, Gumbel, random reads, MLP): the Trainer without a policy
-        trainer = Trainer(model, lr=lr, max_grad_norm=5.0)
-    opt = trainer.optimizer
+    # the other models have no policy (log_prob None): for them the Trainer's step is plain cross-entropy
+    trainer = Trainer(model, lr=lr, baseline=baseline if hard else None, baseline_features=task.L,
+                      entropy_coef=entropy_coef, max_grad_norm=5.0)
     h_te, c_te, y_te = task.test
     curve_x, curve_acc, curve_reward = [], [], []
     ma = MovingAverageBaseline()  # what a moving-average baseline would hold at the checkpoint
@@ -129,20 +126,10 @@ def train(model_name, task, seed, steps, batch=64, lr=3e-3, baseline="learned", 
         if step == steps:
             break
         header, cells, target = task.sample(batch, rng)
-        if hard:
-            log = trainer.step((header, cells), target)
-            reward = log["reward"]
-            ma.update(None, np.array([reward]))
-        else:
-            model.train()
-            out = model(header, cells)
-            loss = mg.cross_entropy(out.logits, target)
-            opt.zero_grad()
-            loss.backward()
-            optim.clip_grad_norm_(opt.params, 5.0)
-            opt.step()
-            reward = float(np.mean(correct_reward(out.logits, target)))
-        progress(step + 1, reward=reward)
+        log = trainer.step((header, cells), target)
+        reward = log["reward"]  # the batch's accuracy with sampled reads
+        ma.update(None, np.array([reward]))
+        progress(step + 1, loss=log["loss"], reward=reward)
     ev = trainer.evaluate((h_te, c_te), y_te, batch_size=1000)
     return {"model": model, "trainer": trainer, "accuracy": ev["accuracy"], "hit_rate": ev["hit_rate"],
             "curve": (curve_x, curve_acc, curve_reward), "steps_to_095": reached, "snapshot": snap,

@@ -358,3 +358,23 @@ def test_trainer_rejects_a_model_without_rollout_and_an_optimizer_without_the_ba
         Trainer(model).step(np.zeros((2, 2), np.float32), np.zeros(2, int))
     with pytest.raises(ValueError, match="baseline's parameters"):
         Trainer(model, optimizer=mg.optim.Adam(model.parameters()), baseline="learned", baseline_features=2)
+
+
+def test_trainer_step_without_a_policy_is_plain_cross_entropy():
+    class Soft(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(2, 2)
+
+        def forward(self, x):
+            return Rollout(self.lin(mg.tensor(x)), None)
+    mg.manual_seed(0)
+    model = Soft()
+    x, y = np.array([[1.0, 0.0], [0.0, 1.0]], np.float32), np.array([1, 0])
+    trainer = Trainer(model, lr=0.1)
+    w0, b0 = model.lin.weight.data.copy(), model.lin.bias.data.copy()
+    log = trainer.step(x, y)
+    assert log["policy_loss"] == 0.0 and log["loss"] == log["cross_entropy"] and log["entropy"] is None
+    ce = mg.cross_entropy(mg.linear(mg.tensor(x), mg.tensor(w0), mg.tensor(b0)), y)  # Adam's first step moves
+    assert np.isclose(ce.item(), log["cross_entropy"], atol=1e-6)                 # every weight by ~lr
+    assert np.allclose(np.abs(model.lin.weight.data - w0), 0.1, atol=1e-3)
