@@ -378,3 +378,17 @@ def test_trainer_step_without_a_policy_is_plain_cross_entropy():
     ce = mg.cross_entropy(mg.linear(mg.tensor(x), mg.tensor(w0), mg.tensor(b0)), y)  # Adam's first step moves
     assert np.isclose(ce.item(), log["cross_entropy"], atol=1e-6)                 # every weight by ~lr
     assert np.allclose(np.abs(model.lin.weight.data - w0), 0.1, atol=1e-3)
+
+
+def test_a_learned_baseline_needs_the_rollouts_state():
+    class NoState(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(2, 3)
+
+        def forward(self, x):
+            d = Categorical(logits=self.lin(mg.tensor(x)))
+            return Rollout(self.lin(mg.tensor(x)), d.log_prob(d.sample()), d.entropy())
+    trainer = Trainer(NoState(), baseline="learned", baseline_features=2)
+    with pytest.raises(ValueError, match="no state"):
+        trainer.step(np.zeros((4, 2), np.float32), np.zeros(4, int))
