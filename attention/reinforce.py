@@ -62,7 +62,10 @@ STD_FLOOR = 1e-6
 
 def _per_sample(x, name, B=None, allow_scalar=False):
     """x (a Tensor, an array or a number) as a float64 array (B,), its graph dropped (it is a constant)."""
-    arr = np.asarray(x.data if isinstance(x, Tensor) else x, dtype=np.float64)
+    try:
+        arr = np.asarray(x.data if isinstance(x, Tensor) else x, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(f"reinforce: {name} must be numbers, one per sample; got {type(x).__name__}") from None
     if allow_scalar and arr.ndim == 0:
         arr = np.full(B, float(arr))
     if arr.ndim != 1 or (B is not None and arr.shape[0] != B):

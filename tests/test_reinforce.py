@@ -147,10 +147,16 @@ def test_normalize_standardises_and_survives_equal_rewards():
     (lambda lp: reinforce_loss(lp, np.ones(4), entropy=np.ones(3), entropy_coef=0.1), "entropy"),
 ])
 def test_reinforce_loss_errors(call, message):
+    """Each bad input gets a ValueError that names what was expected (see also the TypeError below)."""
     lp = mg.tensor(np.zeros(4), requires_grad=True)
     with pytest.raises(ValueError) as e:
         call(lp)
     assert message in str(e.value), str(e.value)
+
+
+def test_reward_that_is_not_numbers_is_a_type_error():
+    with pytest.raises(TypeError, match="reward must be numbers"):
+        reinforce_loss(mg.tensor(np.zeros(2), requires_grad=True), ["a", "b"])
 
 
 # ---- baselines --------------------------------------------------------------------------------------
