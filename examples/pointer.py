@@ -6,8 +6,9 @@ soft attention reads a softmax-weighted mix of every cell and trains by backprop
 Controls: a random cell (the classifier still trains: accuracy 1/L + (1 - 1/L)/K), an MLP on everything, and
 straight-through Gumbel-softmax (Jang et al. 2017). The ablation trains the hard reader with no baseline, a
 moving average and a learned value head, entropy bonus off and on, and measures the per-sample variance of
-each row's policy-gradient estimate at one fixed checkpoint: a baseline keeps the estimate's mean and lowers
-its variance.
+each row's policy-gradient estimate at one fixed checkpoint, mid-way through learning, where a baseline keeps
+the estimate's mean and lowers its variance; the same variance traced along training shows where a baseline at
+the mean reward raises it instead (the variance-minimising constant is not the mean reward).
 
 python examples/pointer.py [--quick] [--seed N] [--out DIR]
 """
