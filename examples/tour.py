@@ -27,6 +27,7 @@ EXAMPLES = [
     ("scaling", "why 1/sqrt(d_k): unscaled dot products saturate the softmax and slow learning (E2)"),
     ("heads", "multi-head attention: one head per thing to look for (E3)"),
     ("translate", "cross-attention: an encoder-decoder Transformer reverses and sorts token sequences (E5)"),
+    ("pointer", "hard attention reads one cell and learns where by REINFORCE; soft attention reads all cells"),
 ]
 
 
