@@ -166,3 +166,15 @@ def test_quoted_numbers_match_the_committed_results(page):
 
     bad = wrong_numbers(text, numbers_of)
     assert not bad, f"docs/examples/{page}: numbers not in docs/results/{name}/: {bad}"
+
+
+@pytest.mark.parametrize("name", tour_examples())
+def test_every_committed_figure_is_shown_on_its_page(name):
+    folder = os.path.join(RESULTS, name)
+    page = os.path.join(PAGES, f"{name}.md")
+    if not os.path.isdir(folder) or not os.path.exists(page):
+        pytest.skip(f"no committed results or no page for {name} (the page test reports a missing page)")
+    shown = {os.path.normpath(os.path.join(PAGES, t)) for t in LINK.findall(_without_code(read(page)))}
+    missing = [f for f in sorted(os.listdir(folder))
+               if f.endswith(".png") and os.path.normpath(os.path.join(folder, f)) not in shown]
+    assert not missing, f"docs/examples/{name}.md does not show the committed figures {missing}"
