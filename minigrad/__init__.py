@@ -13,6 +13,7 @@ from .shape import _shape_arg
 from .random import manual_seed, multinomial, normal, rand, randint, randn  # noqa: F401
 from .tensor import (Tensor, get_default_dtype, is_grad_enabled, no_grad, set_default_dtype,  # noqa: F401
                      tensor)
+from .tensor import enable_grad, from_numpy, set_grad_enabled  # noqa: F401
 
 permute = transpose
 

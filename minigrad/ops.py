@@ -12,7 +12,7 @@ from numbers import Number
 import numpy as np
 
 from . import tensor as _t
-from .tensor import Tensor
+from .tensor import Tensor, _grad_mode
 
 # ---- plumbing --------------------------------------------------------------------------------
 
@@ -22,10 +22,12 @@ def _make(data, parents, backward, op):
     out = Tensor.__new__(Tensor)
     out.data = data if type(data) is np.ndarray else np.asarray(data)
     out.grad = None
-    if _t._grad_enabled:
+    out._version = 0
+    if _grad_mode.enabled:
         for p in parents:
             if p.requires_grad:
                 out.requires_grad, out._parents, out._backward, out._op = True, parents, backward, op
+                out._clock = _t._clock  # the time it was recorded (see tensor._check_versions)
                 return out
     out.requires_grad, out._parents, out._backward, out._op = False, (), None, None
     return out
