@@ -5,6 +5,7 @@ from . import functional, fused, nn, ops, optim, shape  # noqa: F401
 from .function import Context, Function  # noqa: F401
 from .gradcheck import GradcheckError, gradcheck  # noqa: F401
 from .nn import load, save  # noqa: F401
+from .ops import amax, amin  # noqa: F401
 from .ops import (abs, argmax, argmin, as_tensor, cat, concat, cross_entropy, einsum, exp, expand,  # noqa: F401
                   gather, gelu, layer_norm, linear, log, log_softmax, logsumexp, masked_fill, matmul, max,
                   mean, min, pad, relu, reshape, sigmoid, softmax, sqrt, squeeze, stack, sum, swapaxes, tanh,

@@ -5,7 +5,7 @@ overhead per node is the enemy of a NumPy engine, so these do whole-array work i
 """
 import numpy as np
 
-from .ops import _axis, _lse, _make, _norm_axes, _sigmoid, as_tensor
+from .ops import _axis, _floating, _lse, _make, _norm_axes, _sigmoid, as_tensor
 from .tensor import Tensor
 
 # ---- softmax -------------------------------------------------------------------------------------
@@ -15,16 +15,16 @@ def _one_axis(op, axis, dim, x):
     axis = _axis(axis, dim)
     if not isinstance(axis, (int, np.integer, type(None))):
         raise TypeError(f"{op}: axis must be one int, got {axis!r}")
-    if x.size == 0:
-        raise ValueError(f"{op}: cannot normalise an empty tensor of shape {x.shape}")
     axes = _norm_axes(-1 if axis is None else axis, x.shape, op)
+    if x.size == 0 and (not axes or x.shape[axes[0]] == 0):  # an empty batch is fine: an empty result
+        raise ValueError(f"{op}: cannot normalise over an empty axis (shape {x.shape}, axis {axis})")
     return axes[0] if axes else None
 
 
 def softmax(a, axis=None, dim=None):
     """Stable softmax along one axis (fused: one node, short backward)."""
     a = as_tensor(a)
-    x = a.data
+    x = _floating(a.data)
     axis = _one_axis("softmax", axis, dim, x)
     out = np.exp(x - x.max(axis=axis, keepdims=True))
     out /= out.sum(axis=axis, keepdims=True)  # in place: no third (..., N) buffer
@@ -38,7 +38,7 @@ def softmax(a, axis=None, dim=None):
 
 def log_softmax(a, axis=None, dim=None):
     a = as_tensor(a)
-    x = a.data
+    x = _floating(a.data)
     axis = _one_axis("log_softmax", axis, dim, x)
     out = x - _lse(x, axis)
 

@@ -377,10 +377,13 @@ class Tensor:
 
     def sum(self, axis=None, keepdims=False, dim=None): return ops.sum(self, axis, keepdims, dim)
     def mean(self, axis=None, keepdims=False, dim=None): return ops.mean(self, axis, keepdims, dim)
-    def var(self, axis=None, keepdims=False, dim=None, correction=0):
+    def var(self, axis=None, keepdims=False, dim=None, correction=1):
         return ops.var(self, axis, keepdims, dim, correction)
+    # max/min: values with axis= (or none); a named tuple (values, indices) with dim=, as torch.max(x, dim)
     def max(self, axis=None, keepdims=False, dim=None): return ops.max(self, axis, keepdims, dim)
     def min(self, axis=None, keepdims=False, dim=None): return ops.min(self, axis, keepdims, dim)
+    def amax(self, axis=None, keepdims=False, dim=None): return ops.amax(self, axis, keepdims, dim)
+    def amin(self, axis=None, keepdims=False, dim=None): return ops.amin(self, axis, keepdims, dim)
     def logsumexp(self, axis=None, keepdims=False, dim=None): return ops.logsumexp(self, axis, keepdims, dim)
     def softmax(self, axis=None, dim=None): return ops.softmax(self, axis, dim)
     def log_softmax(self, axis=None, dim=None): return ops.log_softmax(self, axis, dim)
