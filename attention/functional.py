@@ -262,7 +262,8 @@ def _attend(q, k, v, packed, allowed, bias, dropout_p, scale, return_weights, tr
         raise ValueError(f"scaled_dot_product_attention: dropout_p must be in [0, 1), got {dropout_p}")
     p_drop = dropout_p if training else 0.0
     E = (packed if packed is not None else q).shape[-1]
-    scale = 1.0 / math.sqrt(E) if scale is None else float(scale)
+    # E = 0: every score is an empty sum, 0, whatever the scale: uniform weights, as torch (not 1 / 0)
+    scale = (1.0 / math.sqrt(E) if E else 1.0) if scale is None else float(scale)
     if packed is not None:
         x = packed.data
         qd, kd, vd = x[0], x[1], x[2]
@@ -303,6 +304,7 @@ def masked_softmax(scores, allowed=None, axis=-1):
     Masked entries are selected out, so they get weight 0 and gradient 0 whatever they hold; a row with
     nothing allowed is all zeros. One graph node.
     """
+    scores = as_tensor(scores)
     x = scores.data
     if allowed is None:
         return scores.softmax(axis=axis)
