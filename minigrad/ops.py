@@ -324,7 +324,10 @@ except ImportError:  # pragma: no cover - depends on the machine
 
 
 def gelu(a, approximate="none"):
-    """GELU as PyTorch: x Phi(x) exactly (approximate='none') or with the tanh formula."""
+    """GELU as PyTorch: x Phi(x) exactly (approximate='none') or with the tanh formula.
+
+    An entry whose upstream gradient is 0 gets gradient 0 even if it holds NaN/inf (masked padding that a
+    transformer's feed-forward carries along); checked by one sum over x in the forward."""
     a = as_tensor(a)
     x = _floating(a.data)
     if approximate == "tanh":
@@ -332,17 +335,22 @@ def gelu(a, approximate="none"):
         t = np.tanh(u)
         out = 0.5 * x * (1 + t)
 
-        def backward(g):  # 0.5 (1 + t) + 0.5 x (1 - t^2) u'
+        def slope():  # 0.5 (1 + t) + 0.5 x (1 - t^2) u'
             du = _SQRT_2_OVER_PI * (1 + 3 * 0.044715 * x * x)
-            return (g * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * du),)
+            return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * du
     elif approximate == "none":
         cdf = 0.5 * (1 + _erf(x / math.sqrt(2)))
         out = x * cdf
 
-        def backward(g):  # Phi(x) + x phi(x)
-            return (g * (cdf + x * np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)),)
+        def slope():  # Phi(x) + x phi(x)
+            return cdf + x * np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
     else:
         raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    dirty = not np.isfinite(x.sum())
+
+    def backward(g):
+        d = g * slope()
+        return (np.where(g == 0, np.zeros((), d.dtype), d) if dirty else d,)  # 0 * NaN slope -> 0
     return _make(out.astype(x.dtype, copy=False), (a,), backward, "gelu")
 
 
