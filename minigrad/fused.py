@@ -264,7 +264,8 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
     axes = tuple(range(xd.ndim - k, xd.ndim))
     mu = xd.mean(axis=axes, keepdims=True)
     xc = xd - mu
-    var = (xc * xc).mean(axis=axes, keepdims=True)
+    with np.errstate(over="ignore"):  # an overflow is caught just below and recomputed safely
+        var = (xc * xc).mean(axis=axes, keepdims=True)
     rstd = 1.0 / np.sqrt(var + eps)
     dirty = not np.isfinite(var).all()  # (..., 1): cheap to check
     if dirty:

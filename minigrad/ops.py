@@ -496,14 +496,14 @@ def _extreme_dim(op, argfn, result, a, dim, keepdims):
 def max(a, axis=None, keepdims=False, dim=None):
     """Largest entries. With NumPy's axis= (or none): the values, ties sharing the gradient (as amax).
     With torch's dim=: a named tuple (values, indices), as torch.max(x, dim)."""
-    if dim is not None and axis is None and not isinstance(dim, (tuple, list)):
+    if dim is not None and axis is None:
         return _extreme_dim("max", np.argmax, max_result, a, dim, keepdims)
     return _extreme("max", np.max, a, axis, keepdims, dim)
 
 
 def min(a, axis=None, keepdims=False, dim=None):
     """Smallest entries: values with axis= (or none), (values, indices) with dim=; see max."""
-    if dim is not None and axis is None and not isinstance(dim, (tuple, list)):
+    if dim is not None and axis is None:
         return _extreme_dim("min", np.argmin, min_result, a, dim, keepdims)
     return _extreme("min", np.min, a, axis, keepdims, dim)
 
