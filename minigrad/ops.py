@@ -23,8 +23,7 @@ def _make(data, parents, backward, op):
     out = Tensor.__new__(Tensor)
     out.data = data if type(data) is np.ndarray else np.asarray(data)
     out.grad = None
-    out._version = 0
-    if _grad_mode.enabled:
+    if _t._n_disabled == 0 or _grad_mode.enabled:  # no thread has grad off, or this one has it on
         for p in parents:
             if p.requires_grad:
                 out.requires_grad, out._parents, out._backward, out._op = True, parents, backward, op
@@ -120,9 +119,10 @@ def _floating(x):
 
 def _with_scalar(a, s):
     """a's data for an op with the Python scalar s: an integer tensor with a float scalar becomes the default
-    float dtype (torch: int64 tensor + 0.5 is float32; NumPy would make float64)."""
+    float dtype (torch: int64 tensor + 0.5 is float32; NumPy would make float64). add, sub and mul inline
+    this check (a function call costs as much as the check, on the hottest path there is)."""
     x = a.data
-    if type(s) is float and x.dtype.kind != "f":
+    if x.dtype.kind != "f" and type(s) is float:
         return x.astype(_t._default_dtype)
     return x
 
@@ -130,7 +130,9 @@ def _with_scalar(a, s):
 def _binary(op, a, b, f):
     """f(a, b) on the operands' arrays in PyTorch's result dtype (see _promote) -> (out, ad, bd), with a clear
     error on shape mismatch; ad and bd are the promoted arrays, for the backward."""
-    ad, bd = _promote(a.data, b.data)
+    ad, bd = a.data, b.data
+    if ad.dtype is not bd.dtype:  # the common case, one dtype, skips the call
+        ad, bd = _promote(ad, bd)
     try:
         return f(ad, bd), ad, bd
     except ValueError:
@@ -143,7 +145,10 @@ def _binary(op, a, b, f):
 def add(a, b):
     s = _scalar(b)
     if s is not None:
-        return _make(_with_scalar(a, s) + s, (a,), lambda g: (g,), "add")  # d(a+c) = g
+        x = a.data
+        if x.dtype.kind != "f" and type(s) is float:  # _with_scalar, inlined
+            x = x.astype(_t._default_dtype)
+        return _make(x + s, (a,), lambda g: (g,), "add")  # d(a+c) = g
     a, b = as_tensor(a), as_tensor(b)
     return _make(_binary("add", a, b, np.add)[0], (a, b), lambda g: (g, g), "add")  # d(a+b) = (g, g)
 
@@ -151,7 +156,10 @@ def add(a, b):
 def sub(a, b):
     s = _scalar(b)
     if s is not None:
-        return _make(_with_scalar(a, s) - s, (a,), lambda g: (g,), "sub")
+        x = a.data
+        if x.dtype.kind != "f" and type(s) is float:  # _with_scalar, inlined
+            x = x.astype(_t._default_dtype)
+        return _make(x - s, (a,), lambda g: (g,), "sub")
     a, b = as_tensor(a), as_tensor(b)
     return _make(_binary("sub", a, b, np.subtract)[0], (a, b), lambda g: (g, -g), "sub")  # (g, -g)
 
@@ -172,7 +180,10 @@ def neg(a):
 def mul(a, b):
     s = _scalar(b)
     if s is not None:
-        return _make(_with_scalar(a, s) * s, (a,), lambda g: (g * s,), "mul")
+        x = a.data
+        if x.dtype.kind != "f" and type(s) is float:  # _with_scalar, inlined
+            x = x.astype(_t._default_dtype)
+        return _make(x * s, (a,), lambda g: (g * s,), "mul")
     a, b = as_tensor(a), as_tensor(b)
     out, ad, bd = _binary("mul", a, b, np.multiply)
 

@@ -35,6 +35,18 @@ class _GradMode(threading.local):
 
 
 _grad_mode = _GradMode()
+# How many threads have grad mode off. While it is 0 (the usual case) ops skip the thread-local lookup,
+# which costs several times a global read on the hottest path there is (every op's _make).
+_n_disabled = 0
+_mode_lock = threading.Lock()
+
+
+def _set_grad_mode(flag):
+    global _n_disabled
+    with _mode_lock:
+        if _grad_mode.enabled != flag:
+            _n_disabled += 1 if not flag else -1
+            _grad_mode.enabled = flag
 
 
 def is_grad_enabled():
@@ -55,11 +67,11 @@ class _SetGradMode:
 
     def __enter__(self):
         self._prev.append(_grad_mode.enabled)
-        _grad_mode.enabled = self.mode
+        _set_grad_mode(self.mode)
         return self
 
     def __exit__(self, *exc):
-        _grad_mode.enabled = self._prev.pop()
+        _set_grad_mode(self._prev.pop())
 
     def __call__(self, fn):
         mode = self.mode
@@ -92,13 +104,13 @@ class set_grad_enabled(_SetGradMode):
         super().__init__()
         self.mode = bool(mode)
         self._prev.append(_grad_mode.enabled)  # as torch: the mode changes here, not at __enter__
-        _grad_mode.enabled = self.mode
+        _set_grad_mode(self.mode)
 
     def __enter__(self):
         return self
 
     def __call__(self, fn):  # as a decorator it only sets the mode inside fn: undo the change made above
-        _grad_mode.enabled = self._prev.pop()
+        _set_grad_mode(self._prev.pop())
         return super().__call__(fn)
 
 
@@ -119,7 +131,7 @@ def _bump_version(t):
 
 def _check_versions(node):
     for t in (node,) + tuple(node._parents):
-        if t._version > node._clock:
+        if getattr(t, "_version", 0) > node._clock:  # an op's output has no _version until changed
             raise RuntimeError(
                 f"backward: a tensor of shape {t.shape} that the '{node._op}' op saved was modified by an "
                 f"in-place operation after the graph was built, so its gradient would use the new values; "
@@ -297,7 +309,7 @@ class Tensor:
     # grad mode is on (as torch refuses it for a leaf). Each change bumps the tensor's version, so a graph
     # built before it refuses to run backward (see _check_versions).
     def _inplace(self, name, ufunc, other):
-        if _grad_mode.enabled and (self.requires_grad or (isinstance(other, Tensor) and other.requires_grad)):
+        if is_grad_enabled() and (self.requires_grad or (isinstance(other, Tensor) and other.requires_grad)):
             if self.requires_grad and self._backward is None:
                 raise RuntimeError(f"{name}: a leaf Variable that requires grad is being used in an in-place "
                                    f"operation; update parameters under minigrad.no_grad() (as optimizers do)")
