@@ -420,6 +420,24 @@ class Tensor:
         return ops.transpose(self)
 
 
+def _make(data, parents, backward, op):
+    """Wrap `data` as the output of `op`; record the graph only if some parent needs a gradient.
+
+    Lives here, beside the grad-mode and version state it reads as plain globals (the hottest path there is).
+    """
+    out = Tensor.__new__(Tensor)
+    out.data = data if type(data) is np.ndarray else np.asarray(data)
+    out.grad = None
+    if _n_disabled == 0 or _grad_mode.enabled:  # no thread has grad off, or this one has it on
+        for p in parents:
+            if p.requires_grad:
+                out.requires_grad, out._parents, out._backward, out._op = True, parents, backward, op
+                out._clock = _clock  # the time it was recorded (see _check_versions)
+                return out
+    out.requires_grad, out._parents, out._backward, out._op = False, (), None, None
+    return out
+
+
 def _raw(x):
     return x.data if isinstance(x, Tensor) else x
 
