@@ -457,7 +457,8 @@ def _extreme(op, reduce, a, axis, keepdims, dim):
     axes = _norm_axes(_axis(axis, dim), a.shape, op)
     x = a.data
     if x.size == 0 and (not axes or any(x.shape[i] == 0 for i in axes)):
-        raise ValueError(f"{op}: cannot reduce over an empty axis (shape {x.shape}, axis {axis if dim is None else dim})")
+        raise ValueError(f"{op}: cannot reduce over an empty axis "
+                         f"(shape {x.shape}, axis {axis if dim is None else dim})")
     out = reduce(x, axis=axes, keepdims=True)
 
     def backward(g):  # ties share the gradient equally (as torch.amax), so the sum of gradients is exact
