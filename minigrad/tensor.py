@@ -126,12 +126,12 @@ def _bump_version(t):
     """Mark t as modified in place (in-place operators and optimizer steps call this)."""
     global _clock
     _clock += 1
-    t._version = _clock
+    t._vers = _clock
 
 
 def _check_versions(node):
     for t in (node,) + tuple(node._parents):
-        if getattr(t, "_version", 0) > node._clock:  # an op's output has no _version until changed
+        if t._version > node._clock:
             raise RuntimeError(
                 f"backward: a tensor of shape {t.shape} that the '{node._op}' op saved was modified by an "
                 f"in-place operation after the graph was built, so its gradient would use the new values; "
@@ -146,7 +146,7 @@ def _freed(g):
 class Tensor:
     """An n-dimensional array that remembers how it was computed."""
 
-    __slots__ = ("data", "grad", "requires_grad", "_parents", "_backward", "_op", "_version", "_clock",
+    __slots__ = ("data", "grad", "requires_grad", "_parents", "_backward", "_op", "_vers", "_clock",
                  "__weakref__")
     __array_priority__ = 1000  # ndarray <op> Tensor defers to Tensor's reflected dunder
 
@@ -179,7 +179,6 @@ class Tensor:
         self._parents = ()
         self._backward = None
         self._op = None
-        self._version = 0
 
     # ---- basic properties -------------------------------------------------------------------
     shape = property(lambda self: self.data.shape)
@@ -187,6 +186,9 @@ class Tensor:
     ndim = property(lambda self: self.data.ndim)
     size = property(lambda self: self.data.size)
     is_leaf = property(lambda self: self._backward is None)
+    # the clock time of the last in-place change, 0 if none (see _bump_version); unset until then, so that
+    # making a tensor costs no extra store
+    _version = property(lambda self: getattr(self, "_vers", 0))
 
     def __len__(self):
         if not self.data.ndim:

@@ -79,8 +79,10 @@ def test_backward_after_an_inplace_change_of_a_saved_input_raises():
     w = leaf([1.0, 2.0])
     x = mg.tensor([3.0, 4.0])
     y = (w * x).sum()  # mul saved x
+    assert x._version == 0 and y._version == 0
     with mg.no_grad():
         x *= 10.0
+    assert x._version > 0
     with pytest.raises(RuntimeError, match="modified by an in-place operation"):
         y.backward()
     assert w.grad is None  # refused before any gradient was written
