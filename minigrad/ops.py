@@ -386,8 +386,8 @@ def masked_fill(a, mask, value):
         if value.ndim != 0:
             raise ValueError(f"masked_fill: value must be a number or a 0-d tensor, got shape {value.shape}")
         if value.requires_grad:  # the value gets the gradient of the places it fills, as in torch
-            if np.broadcast_shapes(m.shape, a.shape) != a.shape:
-                raise ValueError(f"masked_fill: mask {m.shape} would broadcast input {a.shape}")
+            if _broadcast_or_none(m.shape, a.shape) != a.shape:
+                raise ValueError(f"masked_fill: mask {m.shape} does not broadcast to input {a.shape}")
             return where(m, value.astype(a.dtype) if value.dtype != a.dtype else value, a)
         value = value.data
     try:
@@ -397,6 +397,13 @@ def masked_fill(a, mask, value):
     if out.shape != a.shape:
         raise ValueError(f"masked_fill: mask {m.shape} would broadcast input {a.shape} to {out.shape}")
     return _make(out, (a,), lambda g: (np.where(m, 0, g).astype(g.dtype, copy=False),), "masked_fill")
+
+
+def _broadcast_or_none(*shapes):
+    try:
+        return np.broadcast_shapes(*shapes)
+    except ValueError:
+        return None
 
 
 def astype(a, dtype):
@@ -485,7 +492,7 @@ def _extreme_dim(op, argfn, result, a, dim, keepdims):
                         f"(use amax/amin, or axis=, for several axes)")
     if a.ndim == 0:
         _check_axis(op, dim, 1, a.shape)
-        return result(a, Tensor(np.zeros((), np.int64)))
+        return result(reshape(a, ()), Tensor(np.zeros((), np.int64)))
     d = _check_axis(op, dim, a.ndim, a.shape)
     if a.shape[d] == 0:
         raise ValueError(f"{op}: cannot reduce over an empty axis (shape {a.shape}, dim {dim})")
