@@ -5,7 +5,7 @@ overhead per node is the enemy of a NumPy engine, so these do whole-array work i
 """
 import numpy as np
 
-from .ops import _axis, _floating, _lse, _make, _norm_axes, _sigmoid, as_tensor
+from .ops import _all_finite, _axis, _floating, _lse, _make, _norm_axes, _sigmoid, as_tensor
 from .tensor import Tensor
 
 # ---- softmax -------------------------------------------------------------------------------------
@@ -53,9 +53,9 @@ def _weight_grad(g2, x2, out):
     """g2^T x2 (N, O)^T (N, I) -> (O, I), where a zero in g2 times a NaN or inf in x2 counts 0: an input row
     whose gradient is 0 (a masked padding position, say) adds nothing to a weight gradient, whatever it holds.
     out is the forward's x2 W^T (+ b): a NaN or inf in x2 always shows in its row there, so the usual, finite
-    case costs one isfinite over the smaller of out (N, O) and the result (O, I)."""
+    case costs one finiteness check (a dot) over the smaller of out (N, O) and the result (O, I)."""
     gw = g2.T @ x2
-    if np.isfinite(out if out.size < gw.size else gw).all():
+    if _all_finite(out if out.size < gw.size else gw):
         return gw
     bad = ~np.isfinite(x2)
     if not bad.any():
@@ -268,7 +268,7 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
     with np.errstate(over="ignore"):  # an overflow is caught just below and recomputed safely
         var = (xc * xc).mean(axis=axes, keepdims=True)
     rstd = 1.0 / np.sqrt(var + eps)
-    dirty = not np.isfinite(var).all()  # (..., 1): cheap to check
+    dirty = not _all_finite(var)  # (..., 1): cheap to check
     if dirty:
         rstd = _safe_rstd(xc, var, rstd, axes, eps)
     xhat = xc * rstd

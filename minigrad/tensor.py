@@ -122,11 +122,12 @@ class set_grad_enabled(_SetGradMode):
 _clock = 0
 
 
-def _bump_version(t):
-    """Mark t as modified in place (in-place operators and optimizer steps call this)."""
+def _bump_version(*ts):
+    """Mark the tensors ts as modified in place (in-place operators and optimizer steps call this)."""
     global _clock
     _clock += 1
-    t._vers = _clock
+    for t in ts:
+        t._vers = _clock
 
 
 def _check_versions(node):
