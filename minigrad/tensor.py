@@ -308,14 +308,18 @@ class Tensor:
     def __getitem__(self, index): return ops.getitem(self, index)
 
     # ---- in-place operators: they change .data itself (under no_grad, e.g. a manual SGD step) --------
-    # There is no in-place autograd: an in-place change of a tensor that requires grad is refused while
-    # grad mode is on (as torch refuses it for a leaf). Each change bumps the tensor's version, so a graph
-    # built before it refuses to run backward (see _check_versions).
-    def _inplace(self, name, ufunc, other):
+    # There is no in-place autograd. While grad mode is on: a leaf that requires grad refuses (as in torch);
+    # for a tensor in the graph (or one meeting a tensor that requires grad), `x += y` means x = x + y, a new
+    # node (so `loss += term` accumulates a loss), and the methods add_, mul_, ... refuse, since they promise
+    # to change x itself. Each in-place change bumps the tensor's version, so a graph built before it
+    # refuses to run backward (see _check_versions).
+    def _inplace(self, name, ufunc, other, out_of_place=None):
         if is_grad_enabled() and (self.requires_grad or (isinstance(other, Tensor) and other.requires_grad)):
             if self.requires_grad and self._backward is None:
                 raise RuntimeError(f"{name}: a leaf Variable that requires grad is being used in an in-place "
                                    f"operation; update parameters under minigrad.no_grad() (as optimizers do)")
+            if out_of_place is not None:
+                return out_of_place(self, other)
             raise RuntimeError(f"{name}: in-place operations are not recorded in the graph (minigrad has no "
                                f"in-place autograd); write the out-of-place form (x = x + y) or use no_grad()")
         d = self.data
@@ -341,10 +345,10 @@ class Tensor:
         _bump_version(self)
         return self
 
-    def __iadd__(self, other): return self._inplace("+=", np.add, other)
-    def __isub__(self, other): return self._inplace("-=", np.subtract, other)
-    def __imul__(self, other): return self._inplace("*=", np.multiply, other)
-    def __itruediv__(self, other): return self._inplace("/=", np.true_divide, other)
+    def __iadd__(self, other): return self._inplace("+=", np.add, other, ops.add)
+    def __isub__(self, other): return self._inplace("-=", np.subtract, other, ops.sub)
+    def __imul__(self, other): return self._inplace("*=", np.multiply, other, ops.mul)
+    def __itruediv__(self, other): return self._inplace("/=", np.true_divide, other, ops.div)
 
     def add_(self, other, alpha=1):
         """self += alpha * other, in place."""

@@ -50,14 +50,29 @@ def test_inplace_on_a_leaf_that_requires_grad_is_refused_outside_no_grad():
         p += 1.0
     with pytest.raises(RuntimeError, match="leaf Variable"):
         p.zero_()
-    y = p * 2.0  # an interior node: no in-place autograd either
+    y = p * 2.0  # an interior node: no in-place autograd, so the methods that promise it refuse
     with pytest.raises(RuntimeError, match="in-place operations are not recorded in the graph"):
         y.mul_(3.0)
-    c = mg.tensor([1.0, 2.0])  # a constant plus something that requires grad would need in-place autograd
+    c = mg.tensor([1.0, 2.0])
     with pytest.raises(RuntimeError, match="not recorded in the graph"):
-        c += p
+        c.add_(p)
     np.testing.assert_allclose(p.data, [1.0, 2.0])  # nothing was written
     np.testing.assert_allclose(c.data, [1.0, 2.0])
+
+
+def test_augmented_assignment_in_the_graph_is_out_of_place():
+    p = leaf([1.0, 2.0])
+    loss = 0
+    for k in range(3):  # the loss-accumulation idiom: int + Tensor, then Tensor += Tensor
+        loss += (p * float(k + 1)).sum()
+    y = p * 2.0
+    before = y
+    y *= 3.0  # a node in the graph: y = y * 3, a new node
+    assert y is not before and before.data.tolist() == [2.0, 4.0]
+    c = mg.tensor([1.0, 1.0])
+    c += p  # a constant meeting a tensor that requires grad: c = c + p
+    (loss + y.sum() + c.sum()).backward()
+    np.testing.assert_allclose(p.grad, [6.0 + 6.0 + 1.0] * 2)
 
 
 def test_inplace_errors_for_shape_dtype_and_read_only():
