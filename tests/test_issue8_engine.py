@@ -502,9 +502,12 @@ def test_grad_mode_is_thread_local():
     seen = {}
     started, release = threading.Event(), threading.Event()
 
+    x = leaf([1.0])
+
     def worker():
-        seen["start"] = mg.is_grad_enabled()
+        seen["start"] = mg.is_grad_enabled() and (x * 2.0).requires_grad
         with mg.no_grad():
+            seen["inside"] = (x * 2.0).requires_grad
             started.set()
             release.wait(5)
         seen["end"] = mg.is_grad_enabled()
@@ -513,8 +516,11 @@ def test_grad_mode_is_thread_local():
     with mg.no_grad():
         th.start()
         started.wait(5)
-        main_inside = mg.is_grad_enabled()
-    main_after = mg.is_grad_enabled()  # the worker is still inside its no_grad
+        main_inside = mg.is_grad_enabled() or (x * 2.0).requires_grad
+    # the worker is still inside its no_grad: this thread builds graphs all the same
+    main_after = mg.is_grad_enabled() and (x * 2.0).requires_grad
     release.set()
     th.join(5)
-    assert seen == {"start": True, "end": True} and main_inside is False and main_after is True
+    assert seen == {"start": True, "inside": False, "end": True}
+    assert main_inside is False and main_after is True
+    assert (x * 2.0).requires_grad
