@@ -42,12 +42,20 @@ def as_tensor(x):
 def _axis(axis, dim):
     """Reductions take NumPy's `axis` or PyTorch's `dim`."""
     if dim is not None:
-        if isinstance(dim, (tuple, list)) and not len(dim):
-            dim = None  # torch's dim=() reduces over every dim (NumPy's axis=() reduces over none)
         if axis is not None:
             raise TypeError("give axis or dim, not both")
         return dim
     return axis
+
+
+def _reduce_axis(axis, dim):
+    """A reduction's axes from NumPy's `axis` or PyTorch's `dim`; torch's dim=() reduces over every dim
+    (NumPy's axis=() reduces over none)."""
+    if dim is not None and isinstance(dim, (tuple, list)) and not len(dim):
+        if axis is not None:
+            raise TypeError("give axis or dim, not both")
+        return None
+    return _axis(axis, dim)
 
 
 def _check_axis(op, axis, nd, shape):
@@ -430,7 +438,7 @@ def _expand_back(g, shape, axes, keepdims):
 
 def sum(a, axis=None, keepdims=False, dim=None):
     a = as_tensor(a)
-    axes = _norm_axes(_axis(axis, dim), a.shape, "sum")
+    axes = _norm_axes(_reduce_axis(axis, dim), a.shape, "sum")
     shape = a.shape
     return _make(a.data.sum(axis=axes, keepdims=keepdims), (a,),
                  lambda g: (_expand_back(g, shape, axes, keepdims),), "sum")  # g copied to every summand
@@ -438,7 +446,7 @@ def sum(a, axis=None, keepdims=False, dim=None):
 
 def mean(a, axis=None, keepdims=False, dim=None):
     a = as_tensor(a)
-    axes = _norm_axes(_axis(axis, dim), a.shape, "mean")
+    axes = _norm_axes(_reduce_axis(axis, dim), a.shape, "mean")
     shape = a.shape
     n = 1
     for i in axes:
@@ -453,7 +461,7 @@ def var(a, axis=None, keepdims=False, dim=None, correction=1):
     """Variance sum((x - mean)^2) / (n - correction), as torch.var: correction=1 (the default) is the sample
     variance, correction=0 the population variance (NumPy's np.var default)."""
     a = as_tensor(a)
-    axes = _norm_axes(_axis(axis, dim), a.shape, "var")
+    axes = _norm_axes(_reduce_axis(axis, dim), a.shape, "var")
     x = _floating(a.data)
     n = 1
     for i in axes:
@@ -468,7 +476,7 @@ def var(a, axis=None, keepdims=False, dim=None, correction=1):
 
 def _extreme(op, reduce, a, axis, keepdims, dim):
     a = as_tensor(a)
-    axes = _norm_axes(_axis(axis, dim), a.shape, op)
+    axes = _norm_axes(_reduce_axis(axis, dim), a.shape, op)
     x = a.data
     if x.size == 0 and (not axes or any(x.shape[i] == 0 for i in axes)):
         raise ValueError(f"{op}: cannot reduce over an empty axis "
@@ -552,7 +560,7 @@ def _lse(x, axes):
 
 def logsumexp(a, axis=None, keepdims=False, dim=None):
     a = as_tensor(a)
-    axes = _norm_axes(_axis(axis, dim), a.shape, "logsumexp")
+    axes = _norm_axes(_reduce_axis(axis, dim), a.shape, "logsumexp")
     x = _floating(a.data)
     out = _lse(x, axes)
 

@@ -249,6 +249,9 @@ def test_dim_empty_tuple_reduces_everything_as_torch():
     assert mg.tensor(x).mean(dim=()).item() == 2.5
     assert mg.tensor(x).amax(dim=()).item() == 5.0
     np.testing.assert_array_equal(mg.tensor(x).sum(axis=()).data, x)  # NumPy's axis=() reduces nothing
+    assert mg.tensor(np.zeros((1, 3, 1))).squeeze(dim=()).shape == (1, 3, 1)  # only reductions, as torch
+    with pytest.raises(TypeError, match="softmax: axis must be one int, got"):
+        mg.softmax(mg.tensor(x), dim=())
 
 
 def test_max_min_with_dim_return_values_and_indices():

@@ -78,6 +78,8 @@ def test_var_sum_dim_empty_as_torch():
     np.testing.assert_allclose(mg.tensor(x).sum(dim=()).data, torch.sum(t, dim=()).numpy())
     np.testing.assert_allclose(mg.tensor(x).mean(dim=()).data, torch.mean(t, dim=()).numpy())
     np.testing.assert_allclose(mg.tensor(x).amax(dim=()).data, torch.amax(t, dim=()).numpy())
+    y = np.zeros((1, 3, 1))
+    assert mg.tensor(y).squeeze(dim=()).shape == tuple(torch.tensor(y).squeeze(dim=()).shape)
 
 
 @pytest.mark.parametrize("op", ["max", "min"])
