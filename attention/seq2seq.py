@@ -121,9 +121,12 @@ class Seq2Seq(Module):
          alignments (B, max_len, S) attention weights, zero after a row's `eos`; None without attention).
         Defaults are attention.tasks' ids: PAD = 0, BOS = 1, EOS = 2; eos=None decodes max_len steps.
         """
-        if isinstance(max_len, bool) or not isinstance(max_len, (int, np.integer)) or max_len < 1:
-            raise ValueError(f"Seq2Seq.greedy: max_len must be an integer >= 1, got {max_len!r}")
+        if isinstance(max_len, bool) or not isinstance(max_len, (int, np.integer)) or max_len < 0:
+            raise ValueError(f"Seq2Seq.greedy: max_len must be an integer >= 0, got {max_len!r}")
         states, s, kpm = self.encode(src, src_lengths)
+        if max_len == 0:  # nothing to generate: empty tokens (B, 0) and alignments (B, 0, S)
+            B, S = states.shape[0], states.shape[1]
+            return np.zeros((B, 0), np.int64), (None if self.attn is None else np.zeros((B, 0, S), states.dtype))
         prepared = None if self.attn is None else self.attn.score.prepare_keys(states)
         B, S = states.shape[0], states.shape[1]
         tokens = np.full((B, max_len), pad, dtype=np.int64)

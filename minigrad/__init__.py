@@ -5,6 +5,7 @@ from . import functional, fused, nn, ops, optim, shape  # noqa: F401
 from .function import Context, Function, make_node  # noqa: F401
 from .gradcheck import GradcheckError, gradcheck  # noqa: F401
 from .serialization import load, save  # noqa: F401
+from .ops import amax, amin  # noqa: F401
 from .ops import (abs, argmax, argmin, as_tensor, cat, concat, cross_entropy, einsum, exp, expand,  # noqa: F401
                   gather, gelu, layer_norm, linear, log, log_softmax, logsumexp, masked_fill, matmul, max,
                   mean, min, pad, relu, reshape, sigmoid, softmax, sqrt, squeeze, stack, sum, swapaxes, tanh,
@@ -19,6 +20,7 @@ from .creation import arange, eye, full, full_like, linspace, ones_like, zeros_l
 from .random import manual_seed, multinomial, normal, rand, randint, randn  # noqa: F401
 from .tensor import (Tensor, get_default_dtype, is_grad_enabled, no_grad, set_default_dtype,  # noqa: F401
                      tensor)
+from .tensor import enable_grad, from_numpy, set_grad_enabled  # noqa: F401
 
 permute = transpose
 

@@ -153,8 +153,10 @@ def test_greedy_signature_and_docstring_survive_no_grad():
     assert "greedy(self, src, max_len, bos=1, src_lengths=None, eos=2, pad=0)" in text
     assert "until every row has emitted `eos`" in text and "PAD = 0, BOS = 1, EOS = 2" in text
     m = Seq2Seq(4, 4, emb_dim=2, enc_hidden=2, dec_hidden=3)
-    with pytest.raises(ValueError, match="max_len must be an integer >= 1, got 0"):
-        m.greedy(np.zeros((1, 2), np.int64), max_len=0)
+    with pytest.raises(ValueError, match="max_len must be an integer >= 0, got -1"):
+        m.greedy(np.zeros((1, 2), np.int64), max_len=-1)
+    with pytest.raises(ValueError, match="max_len must be an integer >= 0, got 2.5"):
+        m.greedy(np.zeros((1, 2), np.int64), max_len=2.5)
     assert mg.is_grad_enabled()
 
 
