@@ -237,3 +237,55 @@ def test_errors(float64):
         MultiHeadAttention(8, 2, dropout=0.1, attention="efficient")
     with pytest.raises(ValueError, match="takes no attn_mask"):
         MultiHeadAttention(8, 2, attention="window", window=1)(t64(1, 4, 8), attn_mask=np.ones((4, 4), bool))
+
+
+# ---- Luong local-m / local-p ------------------------------------------------------------------------------
+
+def test_local_m_window_follows_the_step(float64):
+    from attention import LuongLocalAttention
+    att = LuongLocalAttention("local-m", 5, 4, window=1)
+    keys = t64(2, 8, 4)
+    prepared = att.score.prepare_keys(keys)
+    for t in range(10):
+        _, w = att(t64(2, 1, 5), keys, prepared_keys=prepared)
+        centre = min(t, 7)                                   # p_t = t, kept inside the source
+        inside = np.abs(np.arange(8) - centre) <= 1
+        assert np.all(w.data[..., ~inside] == 0) and np.allclose(w.data.sum(-1), 1)
+
+
+def test_local_p_gradcheck_through_p_t(float64):
+    """Gradients reach the position predictor (W_p, v_p) through the Gaussian, and match central differences."""
+    from attention import LuongLocalAttention
+    att = LuongLocalAttention("local-p", 5, 4, window=2)
+    q, k = t64(2, 3, 5), t64(2, 8, 4)
+    kpm = np.zeros((2, 8), bool)
+    kpm[1, 6:] = True
+    f = lambda q, k, v_p, W: att(q, k, key_padding_mask=kpm)[0]  # noqa: E731
+    assert mg.gradcheck(f, q, k, att.score.v_p, att.score.W_p.weight)
+    ctx, w = att(q, k, key_padding_mask=kpm)
+    assert np.all(w.data[1, :, 6:] == 0)                    # padding gets no weight
+    p = att.score.centre(q, np.array([8, 6]), 0).data
+    assert np.all((p > 0) & (p < np.array([8, 6])[:, None, None]))  # p_t = S sigmoid(.) in (0, S)
+
+
+@pytest.mark.parametrize("mode", ["local-m", "local-p"])
+def test_seq2seq_local_attention(mode, float64):
+    from attention import Seq2Seq
+    model = Seq2Seq(7, 7, emb_dim=8, enc_hidden=6, dec_hidden=10, attention=mode)
+    src, tgt = rng.integers(0, 7, (3, 9)), rng.integers(0, 7, (3, 5))
+    logits, align = model(src, tgt, src_lengths=np.array([9, 4, 6]))
+    assert logits.shape == (3, 5, 7) and align.shape == (3, 5, 9)
+    assert np.all(align.data[1, :, 4:] == 0)
+    logits.sum().backward()
+    names = {n for n, p in model.named_parameters() if p.grad is not None and np.abs(p.grad).sum() > 0}
+    assert "attn.score.align.W.weight" in names and (mode == "local-m" or "attn.score.v_p" in names)
+    tokens, al = model.greedy(src, 4, 0)
+    assert tokens.shape == (3, 4) and al.shape == (3, 4, 9)
+
+
+def test_luong_errors():
+    from attention import LuongLocalAttention
+    with pytest.raises(ValueError, match="mode must be one of"):
+        LuongLocalAttention("local-x", 4, 4)
+    with pytest.raises(ValueError, match="window must be an integer >= 1"):
+        LuongLocalAttention("local-p", 4, 4, window=0)
