@@ -17,7 +17,8 @@ from common import Progress, Report, parse_args, pyplot
 import numpy as np
 
 import minigrad as mg
-from attention import TransformerEncoderLayer, attended_pairs, fixed_mask, sliding_window_mask, strided_mask
+from attention import (TransformerEncoderLayer, attended_pairs, fixed_mask, global_token_mask, sliding_window_mask,
+                       strided_mask)
 from minigrad import nn, optim
 
 PATTERNS = ("strided", "fixed", "local")
@@ -109,14 +110,21 @@ def pairs_table(lengths):
     return rows
 
 
-def plot_masks(L, s):
+def plot_masks(L=32, s=4, c=1):
+    """Every pattern of the package as a mask (black = may attend), small enough to read cell by cell."""
     plt = pyplot()
-    fig, axes = plt.subplots(1, 3, figsize=(9, 3.2))
-    for ax, name in zip(axes, PATTERNS):
-        ax.imshow(pattern_mask(name, L, s), cmap="Greys", interpolation="nearest")
-        ax.set_title(f"{name} (stride {s})", fontsize=9)
-        ax.set_xlabel("key position j")
-        ax.set_ylabel("query position i")
+    masks = [("sliding window w=2", sliding_window_mask(L, 2)),
+             ("dilated w=2, d=3", sliding_window_mask(L, 2, dilation=3)),
+             ("window w=2 + global token 0", sliding_window_mask(L, 2) | global_token_mask(L, [0])),
+             (f"strided, stride {s} (causal)", strided_mask(L, s)),
+             (f"fixed, stride {s}, c={c} (causal)", fixed_mask(L, s, c)),
+             (f"local causal window {s}", sliding_window_mask(L, s, causal=True))]
+    fig, axes = plt.subplots(2, 3, figsize=(9, 6.2))
+    for ax, (name, m) in zip(axes.flat, masks):
+        ax.imshow(m, cmap="Greys", interpolation="nearest")
+        ax.set_title(f"{name}\n{attended_pairs(m)} of {L * L} pairs", fontsize=8)
+        ax.set_xlabel("key position j", fontsize=8)
+        ax.set_ylabel("query position i", fontsize=8)
     fig.suptitle(f"what each query may attend (black), L = {L}")
     fig.tight_layout()
     return fig
@@ -171,7 +179,8 @@ def main():
                  f"stride {args.stride} (chance {1 / args.vocab:.3f})")
     pairs = pairs_table(args.pair_lengths or ([64, 256, 1024] if args.quick else [64, 256, 1024, 4096]))
     report.table(pairs, ["pattern", "L", "stride", "pairs", "L_sqrt_L"], title="attended pairs as L grows")
-    report.figure(plot_masks(args.length, args.stride), "masks.png", "the three causal patterns as masks")
+    report.figure(plot_masks(), "masks.png", "every pattern as a mask, L = 32: the sliding window (plain, "
+                  "dilated, with a global token) and the Sparse Transformer's strided, fixed and local patterns")
     report.figure(plot_pairs(pairs), "pairs.png", "attended pairs vs L: the sparse patterns grow as L sqrt L")
     strided_wins = acc["strided"]["periodic"] >= max(acc["fixed"]["periodic"], acc["local"]["periodic"])
     fixed_robust = acc["fixed"]["non-periodic"] >= acc["strided"]["non-periodic"]

@@ -20,6 +20,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # (name, what the seed document says it shows)
 EXAMPLES = [
     ("moons", "the engine: an MLP trained by backpropagation"),
+    ("local_attention", "local attention: stacked windows reach layers*w tokens, a global token the rest; memory O(L w)"),
+    ("sparse_patterns", "Sparse Transformer patterns: O(L sqrt L) pairs; strided suits periodic data"),
+    ("long_attention", "memory-efficient attention is exact (1e-12) in O(L * chunk) memory"),
 ]
 
 
