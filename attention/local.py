@@ -159,11 +159,8 @@ class _Layout:
     def keys(self, x):
         """(..., L, X) -> padded keys (..., d, Sp, X), kp[t] = x[t + lo] within each class."""
         y = self.split(x)
-        left = -self.lo
-        right = self.Sp - left - self.Ld
-        z = np.zeros(y.shape[:-2] + (self.Sp, y.shape[-1]), y.dtype)
-        z[..., left:left + self.Ld, :] = y
-        assert right >= 0
+        z = np.zeros(y.shape[:-2] + (self.Sp, y.shape[-1]), y.dtype)  # Sp >= Ld - lo: room on both sides
+        z[..., -self.lo:-self.lo + self.Ld, :] = y
         return z
 
     def windows(self, kp):
@@ -230,7 +227,7 @@ def _sw_forward(q, k, v, lay, kvalid, gidx, causal, scale, dirty):
         p = np.where(allowed, p, zero)
     pv = _masked_matmul(p, vw, allowed) if dirty else p @ vw               # (..., d, nb, b, Ev)
     out = lay.unrows(pv)
-    cache = {"qs": qs, "kw": kw, "vw": vw, "p": p, "allowed": allowed, "out_local": None}
+    cache = {"qs": qs, "kw": kw, "vw": vw, "p": p, "allowed": allowed, "out_local": out}
     if ng:
         pg = pg / den[..., None]
         if dirty:
@@ -243,8 +240,6 @@ def _sw_forward(q, k, v, lay, kvalid, gidx, causal, scale, dirty):
         cache["out_local"] = out.copy()
         out[..., gidx, :] = outG
         cache["cG"] = cG
-    if cache["out_local"] is None:
-        cache["out_local"] = out
     return out, cache
 
 
