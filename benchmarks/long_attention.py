@@ -24,7 +24,8 @@ if __package__ in (None, ""):  # run as a script: make the `benchmarks` package 
 
 import numpy as np
 
-from benchmarks.common import RESULTS_JSONL, Impl, check_impls, make_impls, minigrad_graph_dtypes, run_workload
+# benchmarks.common (which imports torch and the other frameworks) is imported where it is used, so that the
+# fresh process measuring one configuration loads only NumPy and minigrad
 
 WORKLOAD = "sliding-window attention L=16384 w=128 d=64, fwd+bwd"
 WORKLOAD_EXACT = "exact attention L=4096 d=64, fwd+bwd"
@@ -67,14 +68,15 @@ def banded(q, k, v, g, w):
     s -= s.max(axis=-1, keepdims=True)
     p = np.exp(s, out=s)
     p /= p.sum(axis=-1, keepdims=True)
-    out = (p @ vw).reshape(nb * b, -1)[:L]
+    pv = p @ vw                                           # (nb, b, Ev)
+    out = pv.reshape(nb * b, -1)[:L]
     # backward
     gb = np.zeros((nb * b, g.shape[1]), g.dtype)
     gb[:L] = g
     gb = gb.reshape(nb, b, -1)
     dvw = np.swapaxes(p, 1, 2) @ gb                       # (nb, W, Ev)
     dp = gb @ np.swapaxes(vw, 1, 2)
-    dp -= np.sum(gb * (p @ vw), axis=-1, keepdims=True)   # d softmax: p (dp - sum p dp)
+    dp -= np.sum(gb * pv, axis=-1, keepdims=True)         # d softmax: p (dp - sum p dp), sum p dp = g . out
     dp *= p
     dq = (dp @ np.swapaxes(kw, 1, 2)).reshape(nb * b, E)[:L] * scale
     dkw = np.swapaxes(dp, 1, 2) @ qb                      # (nb, W, E)
@@ -103,6 +105,8 @@ def dense(q, k, v, g):
 # ---- implementations ----------------------------------------------------------------------------------
 
 def _numpy_impl(fn):
+    from benchmarks.common import Impl
+
     def grads():
         out, dq, dk, dv = fn()
         return {"out": out, "q": dq, "k": dk, "v": dv}
@@ -110,6 +114,7 @@ def _numpy_impl(fn):
 
 
 def _minigrad_impl(attend, q, k, v, g):
+    from benchmarks.common import Impl, minigrad_graph_dtypes
     from minigrad import Tensor
     ts = [Tensor(x.copy(), requires_grad=True) for x in (q, k, v)]
 
@@ -132,6 +137,7 @@ def _minigrad_impl(attend, q, k, v, g):
 
 def build_window(L, w, E, dtype, seed=0):
     import attention
+    from benchmarks.common import make_impls
     q, k, v, g = make_data(L, E, dtype, seed)
     makers = {"numpy floor": lambda: _numpy_impl(lambda: banded(q, k, v, g, w)),
               IMPL_NAMES[0]: lambda: _minigrad_impl(lambda a, b, c: attention.sliding_window_attention(a, b, c, w),
@@ -141,6 +147,7 @@ def build_window(L, w, E, dtype, seed=0):
 
 def build_exact(L, E, dtype, seed=0, chunk=CHUNK):
     import attention
+    from benchmarks.common import make_impls
     q, k, v, g = make_data(L, E, dtype, seed)
     makers = {"numpy floor": lambda: _numpy_impl(lambda: dense(q, k, v, g)),
               IMPL_NAMES[1]: lambda: _minigrad_impl(attention.scaled_dot_product_attention, q, k, v, g),
@@ -151,6 +158,7 @@ def build_exact(L, E, dtype, seed=0, chunk=CHUNK):
 
 def check(impl=None):
     """Tiny sizes in float64 (L not a multiple of the block): every implementation equals its floor."""
+    from benchmarks.common import check_impls
     status = check_impls(*build_window(45, 4, 8, np.float64), np.float64, rtol=1e-10, atol=1e-12, only=impl)
     status.update(check_impls(*build_exact(37, 8, np.float64, chunk=10), np.float64, rtol=1e-10, atol=1e-12,
                               only=impl))
@@ -223,7 +231,8 @@ def memory_table(Ls=(1024, 4096, 16384), paths=PATHS, **kw):
 
 
 def run(threads=(1,), quick=False, budget_s=20.0, save=True, run_id=None):
-    """Time both workloads (interleaved, vs the floor), then peak memory per path at L = 4,096 and 16,384."""
+    """Peak memory per path at L = 4,096 and 16,384, then both workloads timed (interleaved, vs the floor)."""
+    from benchmarks.common import RESULTS_JSONL, run_workload
     mem = memory_table((4096, 16384))
     for r in mem:
         print(f"  peak memory {r['path']:>12} L={r['L']:>6}: "
