@@ -7,6 +7,7 @@ from .scores import (SCORES, AdditiveScore, Attention, CosineScore, DotScore, Ge
 from .transformer import (LearnedPositionalEncoding, SinusoidalPositionalEncoding, TransformerDecoderLayer,  # noqa: F401
                           TransformerEncoderLayer, sinusoidal_table)
 from .seq2seq import Seq2Seq  # noqa: F401
-from .local import (LocalScore, LuongLocalAttention, attended_pairs, fixed_mask, global_token_mask,  # noqa: F401
-                    sliding_window_attention, sliding_window_mask, sliding_window_reference_mask, strided_mask)
+from .local import (LocalScore, LuongLocalAttention, attended_pairs, fixed_attention, fixed_mask,  # noqa: F401
+                    global_token_mask, sliding_window_attention, sliding_window_mask, sliding_window_reference_mask,
+                    strided_mask)
 from .efficient import memory_efficient_attention  # noqa: F401

@@ -346,6 +346,120 @@ def sliding_window_reference_mask(L, window, causal=False, dilation=1, global_to
     return m
 
 
+# ---- the Sparse Transformer's "fixed" pattern, blocked --------------------------------------------------------
+
+def _fixed_forward(q, k, v, stride, c, causal, kvalid, scale, dirty):
+    """Blocks of `stride` queries against their own block, plus the summary columns; -> (out, cache)."""
+    L, dt = q.shape[-2], q.dtype
+    s = stride
+    nb = -(-L // s)
+    zero, ninf = np.zeros((), dt), np.array(-np.inf, dt)
+    pad = nb * s - L
+
+    def blocks(x):  # (..., L, X) -> (..., nb, s, X), zero-padded
+        if pad:
+            x = np.concatenate([x, np.zeros(x.shape[:-2] + (pad, x.shape[-1]), x.dtype)], axis=-2)
+        return x.reshape(x.shape[:-2] + (nb, s, x.shape[-1]))
+
+    pos = np.arange(nb * s)
+    summary = pos % s >= s - c                                          # the last c cells of each block
+    valid = np.concatenate([kvalid, np.zeros(kvalid.shape[:-1] + (pad,), bool)], axis=-1)  # (..., nb s)
+    r, cc = np.arange(s)[:, None], np.arange(s)[None, :]
+    inblock = (cc <= r) if causal else np.ones((s, s), bool)            # (s, s)
+    # own block, summary cells excepted (the columns below hold them for every query)
+    kb_ok = (valid & ~summary).reshape(valid.shape[:-1] + (nb, 1, s))
+    allowed = inblock & kb_ok                                           # (..., nb, s, s)
+    qs = q * scale
+    qb, kb, vb = blocks(qs), blocks(k), blocks(v)
+    sb = np.where(allowed, qb @ np.swapaxes(kb, -1, -2), ninf)          # (..., nb, s, s)
+    cols = np.flatnonzero(summary[:L])                                  # summary positions < L
+    kg, vg = k[..., cols, :], v[..., cols, :]                           # (..., G, E)
+    ag = kvalid[..., cols][..., None, :]                                # (..., 1, G)
+    if causal:
+        ag = ag & (cols[None, :] <= np.arange(L)[:, None])
+    ag = np.broadcast_to(ag, q.shape[:-2] + (L, len(cols)))
+    sg = np.where(ag, qs @ np.swapaxes(kg, -1, -2), ninf)               # (..., L, G)
+    unb = lambda y: y.reshape(y.shape[:-3] + (nb * s, y.shape[-1]))[..., :L, :]  # noqa: E731
+    mx = unb(sb.max(axis=-1)[..., None])[..., 0]
+    if len(cols):
+        mx = np.maximum(mx, sg.max(axis=-1))
+    bad = ~np.isfinite(mx)
+    if bad.any():
+        if dirty:
+            has = unb(allowed.any(axis=-1)[..., None])[..., 0] | ag.any(axis=-1)
+            bad &= ~has
+        mx = np.where(bad, zero, mx)
+    p = np.exp(sb - blocks(mx[..., None]))
+    pg = np.exp(sg - mx[..., None])
+    den = unb(p.sum(axis=-1)[..., None])[..., 0] + pg.sum(axis=-1)
+    den = np.where(den == 0, np.ones((), dt), den)
+    denb = blocks(den[..., None])
+    denb[denb == 0] = 1                                                 # the padding rows
+    p /= denb
+    pg /= den[..., None]
+    if dirty:
+        p, pg = np.where(allowed, p, zero), np.where(ag, pg, zero)
+    mm = _masked_matmul if dirty else (lambda P, X, A: P @ X)
+    out = unb(mm(p, vb, np.broadcast_to(allowed, p.shape))) + mm(pg, vg, ag)
+    return out, dict(qs=qs, qb=qb, kb=kb, vb=vb, p=p, pg=pg, kg=kg, vg=vg, allowed=allowed, ag=ag, cols=cols,
+                     out=out, blocks=blocks, unb=unb)
+
+
+def _fixed_backward(g, c, need, dirty):
+    """-> (dq, dk, dv) of _fixed_forward."""
+    p, pg, allowed, ag, cols = c["p"], c["pg"], np.broadcast_to(c["allowed"], c["p"].shape), c["ag"], c["cols"]
+    blocks, unb = c["blocks"], c["unb"]
+    T = lambda a: np.swapaxes(a, -1, -2)  # noqa: E731
+    mm = _masked_matmul if dirty else (lambda P, X, A: P @ X)
+    zero = np.zeros((), g.dtype)
+    gb = blocks(g)
+    dsum = np.sum(g * c["out"], axis=-1, keepdims=True)                  # d softmax: sum_j p dp = g . out
+    ds = (gb @ T(c["vb"]) - blocks(dsum)) * p
+    dsg = (g @ T(c["vg"]) - dsum) * pg
+    if dirty:
+        ds, dsg = np.where(allowed, ds, zero), np.where(ag, dsg, zero)
+    dq = dk = dv = None
+    if need[0]:  # w.r.t. q * scale; the caller multiplies by scale
+        dq = unb(mm(ds, c["kb"], allowed)) + mm(dsg, c["kg"], ag)
+    if need[1]:  # unb gives a fresh array: the summary columns add into it
+        dk = unb(mm(T(ds), c["qb"], T(allowed)))
+        dk[..., cols, :] += mm(T(dsg), c["qs"], T(ag))
+    if need[2]:
+        dv = unb(mm(T(p), gb, T(allowed)))
+        dv[..., cols, :] += mm(T(pg), g, T(ag))
+    return dq, dk, dv
+
+
+def fixed_attention(query, key, value, stride, c=1, causal=True, key_padding_mask=None, scale=None):
+    """The Sparse Transformer's "fixed" pattern without the L x L matrix: each query attends its own block
+    of `stride` and the last c cells of every block; equal to dense attention with fixed_mask(L, stride, c,
+    causal) (and the key padding). Memory O(L * (stride + c L / stride)); one node, hand-written backward."""
+    fn = "fixed_attention"
+    q, k, v = as_tensor(query), as_tensor(key), as_tensor(value)
+    stride = _check_int("stride", stride, 1, fn)
+    c = _check_int("c", c, 1, fn)
+    if c > stride:
+        raise ValueError(f"{fn}: c must be <= stride ({stride}), got {c}")
+    shape = _check_qkv(q, k, v)
+    L, S = shape[-2:]
+    if L != S:
+        raise ValueError(f"{fn}: query (..., L, E) and key (..., S, E) must have L == S, got L = {L}, S = {S}")
+    batch = shape[:-2]
+    kvalid = np.broadcast_to(_key_valid(key_padding_mask, batch, L, fn), batch + (L,))
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+    qd, kd, vd = (np.broadcast_to(t.data, batch + t.shape[-2:]) for t in (q, k, v))
+    dirty = not (np.isfinite(qd).all() and np.isfinite(kd).all() and np.isfinite(vd).all())
+    with _quiet(dirty):
+        out, cache = _fixed_forward(qd, kd, vd, stride, c, causal, kvalid, scale, dirty)
+
+    def backward(g):  # (dq, dk, dv)
+        d = dirty or not np.isfinite(g).all()
+        with _quiet(d):
+            dq, dk, dv = _fixed_backward(g, cache, (q.requires_grad, k.requires_grad, v.requires_grad), d)
+        return (None if dq is None else dq * scale), dk, dv
+    return _make(out, (q, k, v), backward, fn)
+
+
 # ---- Luong local attention (Luong, Pham & Manning 2015, sec. 3.2) ------------------------------------------
 
 LOCAL_MODES = ("local-m", "local-p")

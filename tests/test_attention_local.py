@@ -289,3 +289,40 @@ def test_luong_errors():
         LuongLocalAttention("local-x", 4, 4)
     with pytest.raises(ValueError, match="window must be an integer >= 1"):
         LuongLocalAttention("local-p", 4, 4, window=0)
+
+
+# ---- the blocked "fixed" pattern ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("L,stride,c,causal,pad", [
+    (37, 5, 1, True, None), (37, 5, 2, False, None),       # L not divisible by the stride
+    (40, 8, 3, True, "full"),                               # padding and fully masked rows
+    (7, 8, 2, True, None),                                  # one partial block
+    (19, 3, 3, False, "pad"),                               # every cell a summary cell: dense
+])
+def test_fixed_attention_equals_dense_with_fixed_mask(L, stride, c, causal, pad):
+    from attention import fixed_attention
+    q, k, v = t64(2, 2, L, 3), t64(2, 2, L, 3), t64(2, 2, L, 2)
+    kpm = None if pad is None else _kpm(2, L, full_row=pad == "full")
+    out = fixed_attention(q, k, v, stride, c, causal, key_padding_mask=kpm)
+    g = rng.standard_normal(out.shape)
+    out.backward(g)
+    got = [out.data] + [t.grad.copy() for t in (q, k, v)]
+    for t in (q, k, v):
+        t.grad = None
+    m = fixed_mask(L, stride, c, causal)[None, None]
+    if kpm is not None:
+        m = m & ~kpm[:, None, None, :]
+    ref = sdpa(q, k, v, attn_mask=m)
+    ref.backward(g)
+    for name, a, b in zip(("out", "dq", "dk", "dv"), got, [ref.data] + [t.grad for t in (q, k, v)]):
+        assert np.abs(a - b).max() < 1e-10, f"{name}: {np.abs(a - b).max():.3g}"
+
+
+def test_fixed_attention_gradcheck_and_errors(float64):
+    from attention import fixed_attention
+    q, k, v = t64(2, 10, 3), t64(2, 10, 3), t64(2, 10, 2)
+    assert mg.gradcheck(lambda a, b, c: fixed_attention(a, b, c, 4, 2), q, k, v)
+    with pytest.raises(ValueError, match="stride must be an integer >= 1"):
+        fixed_attention(q, k, v, 0)
+    with pytest.raises(ValueError, match="c must be <= stride"):
+        fixed_attention(q, k, v, 2, c=3)
