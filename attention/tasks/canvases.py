@@ -54,12 +54,16 @@ def make_glyphs(n, rng, size=8, labels=None):
     shift = 0.5 + (1 - scale)[:, None] * rng.uniform(-0.5, 0.5, (n, 2))             # stays inside the box
     p0 = np.einsum("nij,nsj->nsi", A, p0) + shift[:, None]
     p1 = np.einsum("nij,nsj->nsi", A, p1) + shift[:, None]
-    # distance from every pixel centre (in box units) to every segment, then the nearest segment
-    c = (np.arange(size) + 0.5) / size
-    px = np.stack(np.meshgrid(c, c, indexing="xy"), -1).reshape(1, 1, -1, 2)       # (1, 1, P, 2) as (x, y)
-    d = (p1 - p0)[:, :, None]                                                       # (n, S, 1, 2)
-    t = np.clip(((px - p0[:, :, None]) * d).sum(-1) / np.maximum((d * d).sum(-1), 1e-12), 0, 1)
-    dist = np.linalg.norm(px - (p0[:, :, None] + t[..., None] * d), axis=-1).min(axis=1) * size  # pixels
+    # distance from every pixel centre (in box units) to every segment, then the nearest segment;
+    # x and y kept apart as (n, S, P) float32 arrays (a trailing axis of 2 is slow in NumPy)
+    c = ((np.arange(size) + 0.5) / size).astype(np.float32)
+    qx, qy = np.tile(c, size), np.repeat(c, size)                                   # pixel centres (P,)
+    ax, ay = (p0[..., k, None].astype(np.float32) for k in (0, 1))                 # (n, S, 1)
+    dx, dy = (p1[..., 0, None] - p0[..., 0, None]).astype(np.float32), (p1[..., 1, None] - p0[..., 1, None]).astype(np.float32)
+    rx, ry = qx - ax, qy - ay                                                       # (n, S, P)
+    t = np.clip((rx * dx + ry * dy) / np.maximum(dx * dx + dy * dy, 1e-12), 0, 1)
+    ex, ey = rx - t * dx, ry - t * dy
+    dist = np.sqrt((ex * ex + ey * ey).min(axis=1)) * size                         # (n, P) in pixels
     half = rng.uniform(0.35, 0.8, n)[:, None]                                        # half the thickness
     ink = rng.uniform(0.6, 1.0, n)[:, None]
     img = np.clip(half + 0.5 - dist, 0, 1) * ink                                     # antialiased edge
@@ -120,11 +124,12 @@ class Canvases:
 
     Each draw returns (images (n, S, S) float32, labels (n,) int64, boxes (n, 4) int64 as (row, col, h, w)).
     With `objects=(images, labels)` the sources are the user's, split once into training and held-out test
-    sources (`test_fraction`); otherwise glyphs are drawn fresh for every canvas.
+    sources (`test_fraction`); otherwise the sources are `glyph_bank` random glyphs for training and
+    separately drawn glyphs for the test set. Objects and clutter come from the same split's sources.
     """
 
     def __init__(self, size=32, objects=None, n_clutter=4, clutter_size=4, glyph_size=8, num_test=2000,
-                 test_fraction=0.25, seed=0):
+                 test_fraction=0.25, glyph_bank=20000, seed=0):
         if size < 8:
             raise ValueError(f"Canvases: size must be at least 8, got {size}")
         self.size, self.n_clutter, self.clutter_size, self.glyph_size = size, n_clutter, clutter_size, glyph_size
@@ -143,7 +148,11 @@ class Canvases:
         else:
             if glyph_size > size // 4:
                 raise ValueError(f"Canvases: glyph_size may be at most size // 4 = {size // 4}, got {glyph_size}")
-            self._train = self._test = None
+            # glyphs are rendered once into a training bank and a separate test bank (rendering costs more
+            # than pasting); every glyph is a fresh random drawing, so the banks share no image
+            train_rng = np.random.default_rng([seed, 10])
+            self._train = make_glyphs(glyph_bank, train_rng, glyph_size)
+            self._test = make_glyphs(max(num_test, 1) * (1 + n_clutter), rng, glyph_size)
             self.num_classes = len(GLYPHS)
             self.object_shape = (glyph_size, glyph_size)
         self.test = self._draw(num_test, rng, self._test)
@@ -153,8 +162,6 @@ class Canvases:
         return self._draw(n, rng, self._train)
 
     def _objects(self, n, rng, source):
-        if source is None:
-            return make_glyphs(n, rng, self.glyph_size)
         idx = rng.integers(0, len(source[0]), n)
         return source[0][idx], source[1][idx]
 
