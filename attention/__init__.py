@@ -7,3 +7,8 @@ from .scores import (SCORES, AdditiveScore, Attention, CosineScore, DotScore, Ge
 from .transformer import (LearnedPositionalEncoding, SinusoidalPositionalEncoding, TransformerDecoderLayer,  # noqa: F401
                           TransformerEncoderLayer, sinusoidal_table)
 from .seq2seq import Seq2Seq  # noqa: F401
+from .distributions import Categorical, Normal  # noqa: F401
+from .hard import fifty_percent_trick, gumbel_softmax, hard_attention, policy_input  # noqa: F401
+from .reinforce import (MovingAverageBaseline, Rollout, Trainer, ValueBaseline, hybrid_loss,  # noqa: F401
+                        make_baseline, reinforce_loss)
+from . import reinforce  # noqa: F401

@@ -20,6 +20,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # (name, what the seed document says it shows)
 EXAMPLES = [
     ("moons", "the engine: an MLP trained by backpropagation"),
+    ("pointer", "hard attention reads one cell and learns where by REINFORCE; soft attention reads all cells"),
 ]
 
 
