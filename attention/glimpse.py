@@ -10,8 +10,8 @@
   weights shared across positions); one glimpse is read at the chosen cell and classified.
 - `SoftGlimpseNet`: soft attention over every patch of the same grid (reads them all).
 - `GlimpseClassifier`: a classifier of one glimpse (centre-only, random and oracle-location controls).
-- `RecurrentAttentionModel`: RAM: glimpse network, GRU core, a Gaussian location head and a baseline head on
-  the detached state, and a classifier on the last state.
+- `RecurrentAttentionModel`: RAM: glimpse network, GRU core, a Gaussian location head on the detached state,
+  and a classifier on the last state; its baseline head (reinforce.ValueBaseline) reads the detached state too.
 
 Locations are (row, col): loc[..., 0] is vertical (-1 top, +1 bottom), loc[..., 1] horizontal (-1 left,
 +1 right); a location maps to the pixel point c = (loc + 1) * side / 2 and a patch of side s starts at
@@ -23,6 +23,9 @@ from numpy.lib.stride_tricks import sliding_window_view
 from minigrad import nn, ops
 from minigrad.function import Function
 from minigrad.tensor import Tensor
+
+from .distributions import Categorical, Normal
+from .reinforce import Rollout
 
 # ---- the convolution -------------------------------------------------------------------------------
 
@@ -294,19 +297,19 @@ class GistPolicy(nn.Module):
 class HardGlimpseNet(nn.Module):
     """Categorical hard attention: a gist policy picks ONE glimpse of the grid; a classifier reads it.
 
-    forward(images, index) classifies the glimpse at `index` (a constant: sampled, argmax, or given).
-    `policy_logits(images)` and `baseline(images)` see only the pooled gist. The parts never share
-    parameters, so the classification loss cannot reach the policy (its input is a constant glimpse) and
-    the policy-gradient and baseline losses cannot reach the classifier.
+    forward(images, boxes=None) -> reinforce.Rollout: in training mode the cell is sampled from the policy
+    (with `rng`), in eval mode it is the argmax; the chosen cells are kept in `last_index`. The Rollout's
+    state is the flattened gist (what a learned baseline reads). The policy and the classifier share no
+    parameters and the glimpse is a constant, so the cross-entropy cannot reach the policy and the policy
+    gradient cannot reach the classifier.
     """
 
-    def __init__(self, num_classes, grid=None, pool=2, channels=16, hidden=256, baseline_hidden=64):
+    def __init__(self, num_classes, grid=None, pool=2, channels=16, hidden=256, rng=None):
         super().__init__()
         self.grid = grid or PatchGrid()
         self.policy = GistPolicy(self.grid, pool, channels)
-        g = self.grid.side // pool
-        self.value = _mlp([g * g, baseline_hidden, 1])
         self.classifier = GlimpseClassifier(self.grid.size ** 2, num_classes, hidden)
+        self.rng, self.last_index = rng, None
 
     def gist(self, images):
         return avg_pool(images, self.policy.pool)
@@ -314,20 +317,26 @@ class HardGlimpseNet(nn.Module):
     def policy_logits(self, images):
         return self.policy(self.gist(images))
 
-    def baseline(self, images):
-        """The learned value of a canvas (expected reward), from the gist: (B,)."""
-        g = self.gist(images)
-        return self.value(Tensor(g.reshape(g.shape[0], -1))).reshape(-1)
-
-    def forward(self, images, index):
+    def classify(self, images, index):
+        """Logits from the glimpse at grid cells `index` (B,), a constant."""
         return self.classifier(self.grid.read(images, index))
+
+    def forward(self, images, boxes=None):
+        gist = self.gist(images)
+        policy = Categorical(logits=self.policy(gist))
+        index = policy.sample(rng=self.rng) if self.training else policy.mode()  # a constant: where to look
+        self.last_index = idx = index.data
+        logits = self.classify(images, idx)
+        hit = None if boxes is None else self.grid.hit(idx, boxes)
+        return Rollout(logits, policy.log_prob(index), policy.entropy(), state=Tensor(gist.reshape(len(gist), -1)),
+                       hit=hit)
 
     def values_read(self):
         """Values read per item: the gist plus one glimpse."""
         return self.policy.gist_side ** 2 + self.grid.size ** 2
 
     def macs(self):
-        return self.policy.macs() + self.classifier.macs() + _mlp_macs(self.value)
+        return self.policy.macs() + self.classifier.macs()
 
 
 class SoftGlimpseNet(nn.Module):
@@ -358,25 +367,33 @@ class SoftGlimpseNet(nn.Module):
 
 
 class RecurrentAttentionModel(nn.Module):
-    """RAM (Mnih et al. 2014): T glimpses, each where a Gaussian policy on the core state says.
+    """RAM (Mnih et al. 2014): `glimpses` retina reads, each where a Gaussian policy on the core state says.
 
-    glimpse net g = relu(W1 relu(Wg rho) + W2 relu(Wl l)); core h' = GRU(g, h); location mean
-    tanh(W h.detach()) and baseline W h.detach() on the detached state; classifier on the last h.
-    The first glimpse is at the centre; `step` returns the next state and the location head's output.
+    glimpse net g = relu(W1 relu(Wg rho) + W2 relu(Wl l)); core h' = GRU(g, h); location head
+    mu = tanh(W h.detach()) on the detached state, l ~ N(mu, std) with a fixed std, read at clip(l, -1, 1);
+    classifier on the last h. The first read is at the centre (its coarsest patch is a gist of the canvas);
+    the policy places the others. `where` picks the rule for those: "learned" (the Gaussian policy; the mean
+    in eval mode), "random" (uniform in [-1, 1]^2) or "center". forward(images, boxes=None) -> Rollout whose
+    state is the core state after the first read (for a learned baseline) and whose hit says whether the last
+    read's centre fell inside the object's box. Locations are constants: no gradient flows through a read.
     """
 
-    def __init__(self, num_classes, size=8, scales=3, ratio=2, glimpse_hidden=128, loc_hidden=32, hidden=256):
+    def __init__(self, num_classes, size=8, scales=3, ratio=2, glimpses=4, std=0.15, where="learned",
+                 glimpse_hidden=128, loc_hidden=32, hidden=256, rng=None):
         super().__init__()
-        self.size, self.scales, self.ratio = size, scales, ratio
+        if where not in ("learned", "random", "center"):
+            raise ValueError(f"RecurrentAttentionModel: where must be 'learned', 'random' or 'center', got {where!r}")
+        if glimpses < 1:
+            raise ValueError(f"RecurrentAttentionModel: glimpses must be >= 1, got {glimpses}")
+        self.size, self.scales, self.ratio, self.glimpses, self.std, self.where = size, scales, ratio, glimpses, std, where
         self.rho = nn.Linear(scales * size * size, glimpse_hidden)
         self.loc_in = nn.Linear(2, loc_hidden)
         self.g_what = nn.Linear(glimpse_hidden, hidden)
         self.g_where = nn.Linear(loc_hidden, hidden)
         self.core = nn.GRUCell(hidden, hidden)
         self.loc_head = nn.Linear(hidden, 2)
-        self.value = nn.Linear(hidden, 1)
         self.classifier = nn.Linear(hidden, num_classes)
-        self.hidden = hidden
+        self.hidden, self.rng, self.last_locations = hidden, rng, None
 
     def sense(self, images, loc):
         """The retina at a constant location (B, 2): a Tensor without graph (B, scales * size * size)."""
@@ -384,22 +401,49 @@ class RecurrentAttentionModel(nn.Module):
         return Tensor(rho.reshape(rho.shape[0], -1))
 
     def step(self, images, loc, h):
-        """Read at `loc` (a constant), update the core: returns (h', location mean, baseline)."""
-        lc = loc.data if isinstance(loc, Tensor) else np.asarray(loc)
-        what = ops.relu(self.rho(self.sense(images, lc)))
-        where = ops.relu(self.loc_in(Tensor(lc.astype(what.dtype))))
+        """Read at `loc` (an array: a constant) and update the core: the next state h'."""
+        what = ops.relu(self.rho(self.sense(images, loc)))
+        where = ops.relu(self.loc_in(Tensor(np.asarray(loc, what.dtype))))
         g = ops.relu(self.g_what(what) + self.g_where(where))
-        h = self.core(g, h)
-        hd = h.detach()  # the location and baseline heads see the state as a constant
-        return h, ops.tanh(self.loc_head(hd)), self.value(hd).reshape(-1)
+        return self.core(g, h)
 
-    def initial_state(self, batch, dtype=np.float32):
-        return Tensor(np.zeros((batch, self.hidden), dtype))
+    def forward(self, images, boxes=None):
+        x = _images(images)
+        B = x.shape[0]
+        rng = self.rng or np.random.default_rng()
+        loc = np.zeros((B, 2), x.dtype)                       # the first read: the centre
+        h = self.step(x, loc, Tensor(np.zeros((B, self.hidden), x.dtype)))
+        state, locs, log_probs, entropies = h, [loc], [], []
+        for _ in range(self.glimpses - 1):
+            if self.where == "learned":
+                policy = Normal(ops.tanh(self.loc_head(h.detach())), self.std)  # the head sees h as a constant
+                sample = policy.sample(rng=rng) if self.training else policy.mode()
+                log_probs.append(policy.log_prob(sample).sum(axis=-1))         # (B,): both coordinates
+                entropies.append(policy.entropy().sum(axis=-1))
+                loc = np.clip(sample.data, -1, 1)
+            elif self.where == "random":
+                loc = rng.uniform(-1, 1, (B, 2)).astype(x.dtype)
+            else:
+                loc = np.zeros((B, 2), x.dtype)
+            locs.append(loc)
+            h = self.step(x, loc, h)
+        self.last_locations = np.stack(locs, 1)                # (B, glimpses, 2)
+        logits = self.classifier(h)
+        hit = None
+        if boxes is not None:
+            b = np.asarray(boxes)
+            pr, pc = loc_to_pixels(loc[:, 0], x.shape[1]), loc_to_pixels(loc[:, 1], x.shape[2])
+            hit = (pr >= b[:, 0]) & (pr <= b[:, 0] + b[:, 2]) & (pc >= b[:, 1]) & (pc <= b[:, 1] + b[:, 3])
+        if log_probs:
+            lp, ent = ops.stack(log_probs, axis=1), ops.stack(entropies, axis=1)  # (B, glimpses - 1)
+        else:
+            lp = ent = Tensor(np.zeros((B, 1), x.dtype))  # nothing was sampled: no policy gradient
+        return Rollout(logits, lp, ent, state=state, hit=hit, std=self.std if self.where == "learned" else None)
 
-    def values_read(self, glimpses):
-        return glimpses * self.scales * self.size * self.size
+    def values_read(self):
+        return self.glimpses * self.scales * self.size * self.size
 
-    def macs(self, glimpses):
-        lin = [self.rho, self.loc_in, self.g_what, self.g_where, self.loc_head, self.value]
+    def macs(self):
+        lin = [self.rho, self.loc_in, self.g_what, self.g_where, self.loc_head]
         per = sum(m.in_features * m.out_features for m in lin) + 6 * self.hidden * self.hidden
-        return glimpses * per + self.classifier.in_features * self.classifier.out_features
+        return self.glimpses * per + self.classifier.in_features * self.classifier.out_features

@@ -30,28 +30,8 @@ from attention.glimpse import GlimpseClassifier, HardGlimpseNet, PatchGrid, Soft
 from attention.tasks.canvases import GLYPH_NAMES, Canvases, load_objects
 from plots import learning_curves
 
-try:
-    from attention import Categorical, reinforce_loss  # noqa: E402
-except ImportError:  # TEMPORARY until hard9a lands
-    class Categorical:
-        def __init__(self, logits):
-            self.logp = mg.log_softmax(logits, axis=-1)
-            self.probs = mg.tensor(np.exp(self.logp.data))
-
-        def sample(self, rng):
-            p = self.probs.data
-            u = rng.random((p.shape[0], 1))
-            return mg.tensor(np.minimum((np.cumsum(p, -1) < u).sum(-1), p.shape[-1] - 1))
-
-        def log_prob(self, idx):
-            return self.logp[np.arange(len(idx)), idx]
-
-        def entropy(self):
-            return -(self.probs * self.logp).sum(-1)
-
-    def reinforce_loss(log_prob, reward, baseline=None):
-        adv = reward - (0 if baseline is None else baseline)
-        return -(mg.tensor(adv.astype(log_prob.dtype)) * log_prob).mean()
+from attention import Categorical  # noqa: E402
+from attention.reinforce import Trainer, ValueBaseline  # noqa: E402
 
 MODELS = ["mlp", "center", "random", "hard", "soft", "oracle"]
 
@@ -113,45 +93,32 @@ def train_supervised(name, model, logits_fn, task, steps, batch, rng, lr=2e-3):
     return time.process_time() - start
 
 
-def train_hard(net, task, steps, batch, rng, lr=2e-3, log_every=None):
-    """REINFORCE for the policy (0/1 reward, learned baseline), cross-entropy for the classifier."""
-    opt = optim.Adam(net.parameters(), lr=lr)
+def train_hard(net, task, steps, batch, rng, lr=2e-3):
+    """The shared REINFORCE Trainer: 0/1 reward, a learned baseline on the gist (MSE), clip 5, Adam cosine."""
+    net.rng = rng
+    baseline = ValueBaseline(net.policy.gist_side ** 2, hidden=64)
+    opt = optim.Adam(net.parameters() + baseline.parameters(), lr=lr)
     sched = cosine(opt, steps)
+    trainer = Trainer(net, optimizer=opt, baseline=baseline, max_grad_norm=5.0)
     progress = Progress(steps, label="  hard ")
-    curve = {"step": [], "reward": [], "hit": []}
-    log_every = log_every or max(1, steps // 40)
     start = time.process_time()
-    win_r, win_h = [], []
     for step in range(1, steps + 1):
         x, y, boxes = task.batch(batch, rng)
-        policy = Categorical(logits=net.policy_logits(x))
-        index = policy.sample(rng=rng).data                     # a constant: where to look
-        logits = net(x, index)
-        reward = (logits.data.argmax(-1) == y).astype(np.float32)
-        value = net.baseline(x)
-        ce = mg.cross_entropy(logits, y)
-        pg = reinforce_loss(policy.log_prob(index), reward, baseline=value.data)
-        bl = ((value - reward) ** 2).mean()
-        opt.zero_grad()
-        (ce + pg + bl).backward()
-        optim.clip_grad_norm_(net.parameters(), 5.0)
-        opt.step()
+        log = trainer.step((x, boxes), y)
         sched.step()
-        hit = task_grid(net).hit(index, boxes).mean()
-        win_r.append(reward.mean())
-        win_h.append(hit)
-        if step % log_every == 0:
-            curve["step"].append(step)
-            curve["reward"].append(float(np.mean(win_r)))
-            curve["hit"].append(float(np.mean(win_h)))
-            win_r, win_h = [], []
-        progress(step, ce=ce.item(), reward=float(reward.mean()), baseline_err=bl.item(),
-                 entropy=float(policy.entropy().data.mean()), hit=float(hit))
-    return time.process_time() - start, curve
+        progress(step, ce=log["cross_entropy"], reward=log["reward"], baseline_err=log["baseline_error"],
+                 entropy=log["entropy"], hit=log["hit_rate"])
+    secs = time.process_time() - start
+    every = max(1, steps // 40)
+    h = trainer.history
+    curve = {"step": [h[i + every - 1]["step"] for i in range(0, steps - every + 1, every)]}
+    for key in ("reward", "hit_rate"):
+        curve[key] = [float(np.mean([r[key] for r in h[i:i + every]])) for i in range(0, steps - every + 1, every)]
+    return secs, curve, trainer, _mlp_macs(baseline)
 
 
-def task_grid(net):
-    return net.grid
+def _mlp_macs(module):
+    return sum(m.in_features * m.out_features for m in module.modules() if isinstance(m, mg.nn.Linear))
 
 
 def tracks_figure(net, test, grid, n=8):
@@ -159,7 +126,7 @@ def tracks_figure(net, test, grid, n=8):
     plt = pyplot()
     x, y, boxes = (a[:n] for a in test)
     with mg.no_grad():
-        probs = Categorical(logits=net.policy_logits(x)).probs.data
+        probs = Categorical(logits=net.policy_logits(x)).probs.data  # eval mode's read is the argmax
     index = probs.argmax(-1)
     r, c = grid.corners(index)
     fig, axes = plt.subplots(2, n, figsize=(1.7 * n, 3.6))
@@ -213,13 +180,10 @@ def main():
         n = steps[name]
         if name == "hard":
             net = hard_net = HardGlimpseNet(C, grid)
-            secs, curve = train_hard(net, task, n, B, r)
-            curves = curve
-
-            def predict(x, y, boxes, net=net):
-                index = net.policy_logits(x).data.argmax(-1)
-                return net(x, index).data, grid.hit(index, boxes)
-            pixels, glimpses, macs = net.values_read(), 1, net.macs()
+            secs, curves, trainer, base_macs = train_hard(net, task, n, B, r)
+            res = trainer.evaluate((task.test[0], task.test[2]), task.test[1], batch_size=500)
+            acc, hit = res["accuracy"], res["hit_rate"]
+            pixels, glimpses, macs = net.values_read(), 1, net.macs() + base_macs
         elif name == "soft":
             net = SoftGlimpseNet(C, grid)
             secs = train_supervised(name, net, lambda x, y, b, r: net(x), task, n, B, r)
@@ -247,7 +211,8 @@ def main():
                 index = rule(boxes, eval_rng)
                 return net(grid.read(x, index)).data, grid.hit(index, boxes)
             pixels, glimpses, macs = grid.size ** 2, 1, net.macs()
-        acc, hit = evaluate(predict, task.test)
+        if name != "hard":
+            acc, hit = evaluate(predict, task.test)
         results[name] = {"accuracy": acc, "hit_rate": hit, "pixels_read": pixels, "glimpses": glimpses,
                          "multiply_adds": macs, "train_steps": n, "train_seconds": secs}
         print(f"{name}: accuracy {acc:.4f}, hit rate {hit}, {secs:.1f} CPU-s", flush=True)
@@ -268,7 +233,7 @@ def main():
                       "hard attention on test canvases: the glimpse it reads (red) and the object (green); "
                       "below, the policy's probabilities over the 12x12 glimpse cells")
         report.figure(learning_curves({"reward (training accuracy)": (curves["step"], curves["reward"]),
-                                       "hit rate (sampled glimpse)": (curves["step"], curves["hit"])},
+                                       "hit rate (sampled glimpse)": (curves["step"], curves["hit_rate"])},
                                       title="hard attention while training", ylabel="fraction of the batch"),
                       "hard_training.png", "hard attention's reward and hit rate over training (sampled policy)")
     if "hard" in results and "random" in results and "soft" in results:
