@@ -135,11 +135,14 @@ def _images(images):
 def extract_patches(images, top, left, size):
     """The size x size patch of each image starting at integer (top, left); zero where it leaves the image."""
     x = _images(images)
-    B, H, W = x.shape
+    return _read_padded(np.pad(x, ((0, 0), (size, size), (size, size))), size, top, left, size)
+
+
+def _read_padded(xp, pad, top, left, size):
+    """extract_patches on images already zero-padded by `pad` >= size on every side (one pad, many reads)."""
+    B, Hp, Wp = xp.shape
     top, left = np.asarray(top, np.int64).reshape(B), np.asarray(left, np.int64).reshape(B)
-    pad = size
-    xp = np.pad(x, ((0, 0), (pad, pad), (pad, pad)))
-    top, left = np.clip(top, -pad, H), np.clip(left, -pad, W)  # past that a patch is all padding anyway
+    top, left = np.clip(top, -size, Hp - 2 * pad), np.clip(left, -size, Wp - 2 * pad)  # past that: all padding
     r = (top + pad)[:, None, None] + np.arange(size)[:, None]
     c = (left + pad)[:, None, None] + np.arange(size)
     return xp[np.arange(B)[:, None, None], r, c]
@@ -166,11 +169,13 @@ def glimpse_sensor(images, loc, size=8, scales=3, ratio=2):
                          f"got size {size}, scales {scales}, ratio {ratio}")
     B, H, W = x.shape
     pr, pc = loc_to_pixels(lc[:, 0], H), loc_to_pixels(lc[:, 1], W)
+    big = size * ratio ** (scales - 1)
+    xp = np.pad(x, ((0, 0), (big, big), (big, big)))                  # padded once for every scale
     out = np.empty((B, scales, size, size), x.dtype)
     for i in range(scales):
         f = ratio ** i
         s = size * f
-        patch = extract_patches(x, np.round(pr - s / 2), np.round(pc - s / 2), s)
+        patch = _read_padded(xp, big, np.round(pr - s / 2), np.round(pc - s / 2), s)
         out[:, i] = patch.reshape(B, size, f, size, f).mean(axis=(2, 4))  # f x f blocks averaged
     return out
 
@@ -370,7 +375,7 @@ class RecurrentAttentionModel(nn.Module):
     """RAM (Mnih et al. 2014): `glimpses` retina reads, each where a Gaussian policy on the core state says.
 
     glimpse net g = relu(W1 relu(Wg rho) + W2 relu(Wl l)); core h' = GRU(g, h); location head
-    mu = tanh(W h.detach()) on the detached state, l ~ N(mu, std) with a fixed std, read at clip(l, -1, 1);
+    mu = tanh(MLP(h.detach())) on the detached state, l ~ N(mu, std) with a fixed std, read at clip(l, -1, 1);
     classifier on the last h. The first read is at the centre (its coarsest patch is a gist of the canvas);
     the policy places the others. `where` picks the rule for those: "learned" (the Gaussian policy; the mean
     in eval mode), "random" (uniform in [-1, 1]^2) or "center". forward(images, boxes=None) -> Rollout whose
@@ -379,7 +384,7 @@ class RecurrentAttentionModel(nn.Module):
     """
 
     def __init__(self, num_classes, size=8, scales=3, ratio=2, glimpses=4, std=0.15, where="learned",
-                 glimpse_hidden=128, loc_hidden=32, hidden=256, rng=None):
+                 glimpse_hidden=128, loc_hidden=32, hidden=128, rng=None):
         super().__init__()
         if where not in ("learned", "random", "center"):
             raise ValueError(f"RecurrentAttentionModel: where must be 'learned', 'random' or 'center', got {where!r}")
@@ -391,7 +396,7 @@ class RecurrentAttentionModel(nn.Module):
         self.g_what = nn.Linear(glimpse_hidden, hidden)
         self.g_where = nn.Linear(loc_hidden, hidden)
         self.core = nn.GRUCell(hidden, hidden)
-        self.loc_head = nn.Linear(hidden, 2)
+        self.loc_head = nn.Sequential(nn.Linear(hidden, loc_hidden), nn.ReLU(), nn.Linear(loc_hidden, 2))
         self.classifier = nn.Linear(hidden, num_classes)
         self.hidden, self.rng, self.last_locations = hidden, rng, None
 
@@ -444,6 +449,6 @@ class RecurrentAttentionModel(nn.Module):
         return self.glimpses * self.scales * self.size * self.size
 
     def macs(self):
-        lin = [self.rho, self.loc_in, self.g_what, self.g_where, self.loc_head]
+        lin = [self.rho, self.loc_in, self.g_what, self.g_where, self.loc_head[0], self.loc_head[2]]
         per = sum(m.in_features * m.out_features for m in lin) + 6 * self.hidden * self.hidden
         return self.glimpses * per + self.classifier.in_features * self.classifier.out_features

@@ -81,10 +81,12 @@ def check_objects(images, labels, canvas_size=32, source="objects"):
         raise ValueError(f"{source}: 'images' must be a non-empty (N, h, w) array, got shape {images.shape}")
     if images.dtype.kind not in "biuf":
         raise ValueError(f"{source}: 'images' must be numbers in [0, 1], got dtype {images.dtype}")
-    if not np.isfinite(images).all() or images.min() < 0 or images.max() > 1:
-        raise ValueError(f"{source}: 'images' values must be finite and in [0, 1], got range "
-                         f"[{np.nanmin(images)}, {np.nanmax(images)}]" + ("" if np.isfinite(images).all()
-                                                                            else " with NaN or inf"))
+    finite = np.isfinite(images).all()
+    if not finite or images.min() < 0 or images.max() > 1:
+        shown = images[np.isfinite(images)]
+        got = f"range [{shown.min()}, {shown.max()}]" if shown.size else "no finite value"
+        raise ValueError(f"{source}: 'images' values must be finite and in [0, 1], got {got}"
+                         + ("" if finite else " and NaN or inf"))
     n, h, w = images.shape
     if h > limit or w > limit:
         raise ValueError(f"{source}: 'images' objects may be at most a quarter of the canvas side, "
