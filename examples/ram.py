@@ -33,20 +33,32 @@ MODELS = ["center", "random", "ram"]
 
 def add_flags(p):
     p.add_argument("--glimpses", type=int, default=4, help="reads per canvas (the first is at the centre)")
+    p.add_argument("--reward", choices=["correct", "prob"], default="correct",
+                   help="REINFORCE reward: 0/1 correct, or the classifier's probability of the true class")
+    p.add_argument("--std", type=float, default=0.15, help="the location policy's fixed std (in [-1, 1] units)")
     p.add_argument("--steps", type=int, default=None, help=argparse.SUPPRESS)
     p.add_argument("--batch", type=int, default=64, help=argparse.SUPPRESS)
     p.add_argument("--test-size", type=int, default=None, help=argparse.SUPPRESS)
     p.add_argument("--models", nargs="*", default=None, choices=MODELS, help=argparse.SUPPRESS)
 
 
-def train(name, net, task, steps, batch, rng, lr=2e-3):
+def prob_reward(out, target):
+    """The classifier's probability of the true class (B,): a dense reward in [0, 1] (its mean is the
+    expected 0/1 reward of sampling the prediction)."""
+    p = out.logits.data - out.logits.data.max(-1, keepdims=True)
+    p = np.exp(p) / np.exp(p).sum(-1, keepdims=True)
+    return p[np.arange(len(target)), target].astype(np.float64)
+
+
+def train(name, net, task, steps, batch, rng, lr=2e-3, reward="correct"):
     """The shared Trainer for every model (random and center sample nothing, so their policy term is 0)."""
     net.rng = rng
     baseline = ValueBaseline(net.hidden) if net.where == "learned" else None
     params = net.parameters() + (baseline.parameters() if baseline else [])
     opt = optim.Adam(params, lr=lr)
     sched = optim.CosineAnnealingLR(opt, T_max=steps, eta_min=lr * 0.1)
-    trainer = Trainer(net, optimizer=opt, baseline=baseline, max_grad_norm=5.0)
+    trainer = Trainer(net, optimizer=opt, baseline=baseline, max_grad_norm=5.0,
+                      reward_fn=prob_reward if reward == "prob" else None)
     progress = Progress(steps, label=f"{name:>6} ")
     start = time.process_time()
     for step in range(1, steps + 1):
@@ -78,6 +90,8 @@ def tracks_figure(net, test, n=8):
             ax.annotate(str(t + 1), (pc[t], pr[t]), color="yellow", fontsize=7, ha="center", va="center")
         s = net.size
         ax.add_patch(plt.Rectangle((pc[-1] - s / 2, pr[-1] - s / 2), s, s, fill=False, ec="red", lw=1))
+        ax.set_xlim(-0.5, 31.5)
+        ax.set_ylim(31.5, -0.5)
         ax.set_title(f"label {y[k]}", fontsize=8)
         ax.set_xticks([])
         ax.set_yticks([])
@@ -97,7 +111,7 @@ def main():
     quick = args.quick
     test_size = args.test_size or (1000 if quick else 2000)
     task = Canvases(size=32, num_test=test_size, seed=args.seed)
-    steps = args.steps or (600 if quick else 5000)
+    steps = args.steps or (600 if quick else 6000)
     print(f"{task.num_classes} classes; {args.glimpses} glimpses; {steps} steps per model; test {test_size}", flush=True)
     results, histories, ram = {}, {}, None
     for i, name in enumerate(MODELS):
@@ -105,9 +119,9 @@ def main():
             continue
         mg.manual_seed(args.seed + 1 + i)
         r = np.random.default_rng([args.seed, 10 + i])
-        net = RecurrentAttentionModel(task.num_classes, glimpses=args.glimpses,
+        net = RecurrentAttentionModel(task.num_classes, glimpses=args.glimpses, std=args.std,
                                       where={"ram": "learned"}.get(name, name))
-        trainer, secs = train(name, net, task, steps, args.batch, r)
+        trainer, secs = train(name, net, task, steps, args.batch, r, reward=args.reward)
         net.rng = np.random.default_rng([args.seed, 99])  # the random control's test locations
         res = trainer.evaluate((task.test[0], task.test[2]), task.test[1], batch_size=500)
         results[name] = {"accuracy": res["accuracy"], "hit_rate": res["hit_rate"], "glimpses": args.glimpses,

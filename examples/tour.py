@@ -21,6 +21,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 EXAMPLES = [
     ("moons", "the engine: an MLP trained by backpropagation"),
     ("pointer", "hard attention reads one cell and learns where by REINFORCE; soft attention reads all cells"),
+    ("glimpse", "hard attention reads one glimpse of a cluttered canvas where a learned policy looks; soft reads every patch"),
+    ("ram", "a recurrent attention model decides where to look next (Gaussian policy), a slow learner"),
 ]
 
 
