@@ -4,7 +4,8 @@ The same cluttered 32x32 canvases as E9 (glimpse.py). RAM reads a multi-resoluti
 8, 16 and 32 pixels around a location, each averaged to 8x8) several times; a GRU core integrates the reads;
 a Gaussian location head (fixed std) on the detached core state says where to read next; a classifier reads
 the last state. The location policy is trained by REINFORCE (0/1 reward, learned baseline on the detached
-state after the first read), everything else by cross-entropy (the hybrid loss, via the shared Trainer).
+state after the first read, advantages standardised within the batch), everything else by cross-entropy
+(the hybrid loss, via the shared Trainer; global gradient-norm clip 5, Adam 2e-3 with cosine decay to 10%).
 The first read is at the centre for every model; the controls differ only in where the later reads go:
   ram     the learned Gaussian policy (its mean at test time, one rollout)
   random  uniform random locations
@@ -35,6 +36,7 @@ def add_flags(p):
     p.add_argument("--glimpses", type=int, default=4, help="reads per canvas (the first is at the centre)")
     p.add_argument("--reward", choices=["correct", "prob"], default="correct",
                    help="REINFORCE reward: 0/1 correct, or the classifier's probability of the true class")
+    p.add_argument("--no-normalize", action="store_true", help="do not standardise advantages within the batch")
     p.add_argument("--std", type=float, default=0.15, help="the location policy's fixed std (in [-1, 1] units)")
     p.add_argument("--steps", type=int, default=None, help=argparse.SUPPRESS)
     p.add_argument("--batch", type=int, default=64, help=argparse.SUPPRESS)
@@ -50,14 +52,14 @@ def prob_reward(out, target):
     return p[np.arange(len(target)), target].astype(np.float64)
 
 
-def train(name, net, task, steps, batch, rng, lr=2e-3, reward="correct"):
+def train(name, net, task, steps, batch, rng, lr=2e-3, reward="correct", normalize=True):
     """The shared Trainer for every model (random and center sample nothing, so their policy term is 0)."""
     net.rng = rng
     baseline = ValueBaseline(net.hidden) if net.where == "learned" else None
     params = net.parameters() + (baseline.parameters() if baseline else [])
     opt = optim.Adam(params, lr=lr)
     sched = optim.CosineAnnealingLR(opt, T_max=steps, eta_min=lr * 0.1)
-    trainer = Trainer(net, optimizer=opt, baseline=baseline, max_grad_norm=5.0,
+    trainer = Trainer(net, optimizer=opt, baseline=baseline, max_grad_norm=5.0, normalize=normalize,
                       reward_fn=prob_reward if reward == "prob" else None)
     progress = Progress(steps, label=f"{name:>6} ")
     start = time.process_time()
@@ -111,7 +113,7 @@ def main():
     quick = args.quick
     test_size = args.test_size or (1000 if quick else 2000)
     task = Canvases(size=32, num_test=test_size, seed=args.seed)
-    steps = args.steps or (600 if quick else 6000)
+    steps = args.steps or (300 if quick else 6000)
     print(f"{task.num_classes} classes; {args.glimpses} glimpses; {steps} steps per model; test {test_size}", flush=True)
     results, histories, ram = {}, {}, None
     for i, name in enumerate(MODELS):
@@ -121,7 +123,8 @@ def main():
         r = np.random.default_rng([args.seed, 10 + i])
         net = RecurrentAttentionModel(task.num_classes, glimpses=args.glimpses, std=args.std,
                                       where={"ram": "learned"}.get(name, name))
-        trainer, secs = train(name, net, task, steps, args.batch, r, reward=args.reward)
+        trainer, secs = train(name, net, task, steps, args.batch, r, reward=args.reward,
+                              normalize=not args.no_normalize)
         net.rng = np.random.default_rng([args.seed, 99])  # the random control's test locations
         res = trainer.evaluate((task.test[0], task.test[2]), task.test[1], batch_size=500)
         results[name] = {"accuracy": res["accuracy"], "hit_rate": res["hit_rate"], "glimpses": args.glimpses,
