@@ -12,3 +12,5 @@ from .hard import fifty_percent_trick, gumbel_softmax, hard_attention, policy_in
 from .reinforce import (MovingAverageBaseline, Rollout, Trainer, ValueBaseline, hybrid_loss,  # noqa: F401
                         make_baseline, reinforce_loss)
 from . import reinforce  # noqa: F401
+from .glimpse import (HardGlimpseNet, PatchGrid, RecurrentAttentionModel, SoftGlimpseNet, conv2d,  # noqa: F401
+                      glimpse_sensor)

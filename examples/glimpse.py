@@ -16,22 +16,20 @@ whole object) is reported next to its accuracy, because accuracy alone can hide 
 
 python examples/glimpse.py [--quick] [--seed N] [--out DIR] [--objects FILE.npz]
 """
-import time
-
 from common import Progress, Report, parse_args, pyplot
 
 import argparse
+import time
 
 import numpy as np
 
 import minigrad as mg
 from minigrad import optim
 from attention.glimpse import GlimpseClassifier, HardGlimpseNet, PatchGrid, SoftGlimpseNet
-from attention.tasks.canvases import GLYPH_NAMES, Canvases, load_objects
+from attention import Categorical
+from attention.reinforce import Trainer, ValueBaseline
+from attention.tasks.canvases import Canvases, load_objects
 from plots import learning_curves
-
-from attention import Categorical  # noqa: E402
-from attention.reinforce import Trainer, ValueBaseline  # noqa: E402
 
 MODELS = ["mlp", "center", "random", "hard", "soft", "oracle"]
 

@@ -14,11 +14,10 @@ RAM is a slow learner: the published runs train for hundreds of epochs; here it 
 
 python examples/ram.py [--quick] [--seed N] [--out DIR]
 """
-import time
-
 from common import Progress, Report, parse_args, pyplot
 
 import argparse
+import time
 
 import numpy as np
 
