@@ -375,7 +375,8 @@ class RecurrentAttentionModel(nn.Module):
     """RAM (Mnih et al. 2014): `glimpses` retina reads, each where a Gaussian policy on the core state says.
 
     glimpse net g = relu(W1 relu(Wg rho) + W2 relu(Wl l)); core h' = GRU(g, h); location head
-    mu = tanh(MLP(h.detach())) on the detached state, l ~ N(mu, std) with a fixed std, read at clip(l, -1, 1);
+    mu = tanh(MLP(h.detach())) on the detached state, l ~ N(mu, std) with a std that is not learned (the
+    attribute `std`: fixed, or set by the caller's schedule), read at clip(l, -1, 1);
     classifier on the last h. The first read is at the centre (its coarsest patch is a gist of the canvas);
     the policy places the others. `where` picks the rule for those: "learned" (the Gaussian policy; the mean
     in eval mode), "random" (uniform in [-1, 1]^2) or "center". forward(images, boxes=None) -> Rollout whose

@@ -2,10 +2,11 @@
 
 The same cluttered 32x32 canvases as E9 (glimpse.py). RAM reads a multi-resolution retina (three patches of
 8, 16 and 32 pixels around a location, each averaged to 8x8) several times; a GRU core integrates the reads;
-a Gaussian location head (fixed std) on the detached core state says where to read next; a classifier reads
-the last state. The location policy is trained by REINFORCE (0/1 reward, learned baseline on the detached
-state after the first read, advantages standardised within the batch), everything else by cross-entropy
-(the hybrid loss, via the shared Trainer; global gradient-norm clip 5, Adam 2e-3 with cosine decay to 10%).
+a Gaussian location head on the detached core state says where to read next (its std is not learned: it is
+annealed from 0.6 to 0.15 over training, wide exploration first); a classifier reads the last state.
+The location policy is trained by REINFORCE (0/1 reward, learned baseline on the detached state after the
+first read, advantages standardised within the batch), everything else by cross-entropy (the hybrid loss,
+via the shared Trainer; global gradient-norm clip 5, Adam 2e-3 with cosine decay to 10%).
 The first read is at the centre for every model; the controls differ only in where the later reads go:
   ram     the learned Gaussian policy (its mean at test time, one rollout)
   random  uniform random locations
@@ -37,6 +38,8 @@ def add_flags(p):
                    help="REINFORCE reward: 0/1 correct, or the classifier's probability of the true class")
     p.add_argument("--no-normalize", action="store_true", help="do not standardise advantages within the batch")
     p.add_argument("--std", type=float, default=0.15, help="the location policy's fixed std (in [-1, 1] units)")
+    p.add_argument("--std-start", type=float, default=0.6,
+                   help="anneal the std linearly from this value to --std over training (0.6 -> 0.15 by default)")
     p.add_argument("--steps", type=int, default=None, help=argparse.SUPPRESS)
     p.add_argument("--batch", type=int, default=64, help=argparse.SUPPRESS)
     p.add_argument("--test-size", type=int, default=None, help=argparse.SUPPRESS)
@@ -51,7 +54,7 @@ def prob_reward(out, target):
     return p[np.arange(len(target)), target].astype(np.float64)
 
 
-def train(name, net, task, steps, batch, rng, lr=2e-3, reward="correct", normalize=True):
+def train(name, net, task, steps, batch, rng, lr=2e-3, reward="correct", normalize=True, std_start=None):
     """The shared Trainer for every model (random and center sample nothing, so their policy term is 0)."""
     net.rng = rng
     baseline = ValueBaseline(net.hidden) if net.where == "learned" else None
@@ -62,12 +65,15 @@ def train(name, net, task, steps, batch, rng, lr=2e-3, reward="correct", normali
                       reward_fn=prob_reward if reward == "prob" else None)
     progress = Progress(steps, label=f"{name:>6} ")
     start = time.process_time()
+    std_end = net.std
     for step in range(1, steps + 1):
+        if std_start is not None:  # a schedule, not a learned scale: wide exploration first, then narrow
+            net.std = std_start + (std_end - std_start) * (step - 1) / max(steps - 1, 1)
         x, y, boxes = task.batch(batch, rng)
         log = trainer.step((x, boxes), y)
         sched.step()
         progress(step, ce=log["cross_entropy"], reward=log["reward"], baseline_err=log["baseline_error"],
-                 hit=log["hit_rate"])
+                 hit=log["hit_rate"], std=net.std)
     return trainer, time.process_time() - start
 
 
@@ -123,7 +129,7 @@ def main():
         net = RecurrentAttentionModel(task.num_classes, glimpses=args.glimpses, std=args.std,
                                       where={"ram": "learned"}.get(name, name))
         trainer, secs = train(name, net, task, steps, args.batch, r, reward=args.reward,
-                              normalize=not args.no_normalize)
+                              normalize=not args.no_normalize, std_start=args.std_start)
         net.rng = np.random.default_rng([args.seed, 99])  # the random control's test locations
         res = trainer.evaluate((task.test[0], task.test[2]), task.test[1], batch_size=500)
         results[name] = {"accuracy": res["accuracy"], "hit_rate": res["hit_rate"], "glimpses": args.glimpses,
