@@ -25,8 +25,11 @@ API (stable; extended, never broken):
 
     Rollout(logits, log_prob, entropy=None, state=None, hit=None, std=None): what a model returns to the Trainer.
         In training mode a model samples its reads; in eval mode it takes the mode (argmax / mean location).
+        log_prob=None (a model with no policy: soft attention, an MLP) makes the step plain cross-entropy.
     Trainer(model, lr=1e-3, optimizer=None, baseline=None, entropy_coef=0.0, normalize=False, policy_weight=1.0,
-            baseline_weight=1.0, max_grad_norm=None, reward_fn=None)
+            baseline_weight=1.0, max_grad_norm=None, reward_fn=None, baseline_features=None)
+        baseline: None, "none", "moving_average", "learned" (needs baseline_features, the width of Rollout.state)
+        or a baseline object; reward_fn(rollout, target) -> (B,) defaults to correct_reward(rollout.logits, target)
         .step(inputs, target) -> dict: one forward with sampling, per-sample reward, baseline, hybrid loss,
             gradient clipping, optimizer step; logs loss, cross_entropy, policy_loss, reward, baseline_error,
             entropy (and std), hit_rate, accuracy, grad_norm separately (.history keeps every step's dict)
@@ -59,7 +62,10 @@ STD_FLOOR = 1e-6
 
 def _per_sample(x, name, B=None, allow_scalar=False):
     """x (a Tensor, an array or a number) as a float64 array (B,), its graph dropped (it is a constant)."""
-    arr = np.asarray(x.data if isinstance(x, Tensor) else x, dtype=np.float64)
+    try:
+        arr = np.asarray(x.data if isinstance(x, Tensor) else x, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(f"reinforce: {name} must be numbers, one per sample; got {type(x).__name__}") from None
     if allow_scalar and arr.ndim == 0:
         arr = np.full(B, float(arr))
     if arr.ndim != 1 or (B is not None and arr.shape[0] != B):
@@ -266,11 +272,15 @@ class Trainer:
         B = out.logits.shape[0]
         reward = _per_sample(self.reward_fn(out, target), "reward", B)
         b = base_loss = None
-        if self.baseline is not None:
-            b = self.baseline.values(out.state, B)  # before update: b does not depend on this batch's rewards
-            base_loss = self.baseline.update(b, reward)
-        parts = hybrid_loss(out.logits, target, out.log_prob, reward, b, base_loss, out.entropy,
-                            self.entropy_coef, self.normalize, self.policy_weight, self.baseline_weight)
+        if out.log_prob is None:  # a model without a policy (soft attention, an MLP): plain cross-entropy
+            ce = ops.cross_entropy(out.logits, target)
+            parts = HybridLoss(ce, ce, Tensor(np.zeros((), ce.dtype)), None, reward, reward)
+        else:
+            if self.baseline is not None:
+                b = self.baseline.values(out.state, B)  # before update: b does not depend on this batch's rewards
+                base_loss = self.baseline.update(b, reward)
+            parts = hybrid_loss(out.logits, target, out.log_prob, reward, b, base_loss, out.entropy,
+                                self.entropy_coef, self.normalize, self.policy_weight, self.baseline_weight)
         self.optimizer.zero_grad()
         parts.total.backward()
         if self.max_grad_norm:

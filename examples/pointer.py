@@ -6,8 +6,9 @@ soft attention reads a softmax-weighted mix of every cell and trains by backprop
 Controls: a random cell (the classifier still trains: accuracy 1/L + (1 - 1/L)/K), an MLP on everything, and
 straight-through Gumbel-softmax (Jang et al. 2017). The ablation trains the hard reader with no baseline, a
 moving average and a learned value head, entropy bonus off and on, and measures the per-sample variance of
-each row's policy-gradient estimate at one fixed checkpoint: a baseline keeps the estimate's mean and lowers
-its variance.
+each row's policy-gradient estimate at one fixed checkpoint, mid-way through learning, where a baseline keeps
+the estimate's mean and lowers its variance; the same variance traced along training shows where a baseline at
+the mean reward raises it instead (the variance-minimising constant is not the mean reward).
 
 python examples/pointer.py [--quick] [--seed N] [--out DIR]
 """
@@ -18,10 +19,11 @@ from common import Progress, Report, parse_args, pyplot
 import numpy as np
 
 import minigrad as mg
-from minigrad import nn, optim
+from minigrad import nn
 
 from attention import MovingAverageBaseline, Rollout, Trainer, gumbel_softmax, hard_attention
-from attention.reinforce import advantages, correct_reward, gradient_variance, per_sample_policy_gradients
+from attention.reinforce import (ValueBaseline, advantages, correct_reward, gradient_variance,
+                                 per_sample_policy_gradients)
 from attention.tasks.pointer import PointerTask
 from plots import learning_curves
 
@@ -93,22 +95,20 @@ def _eval_steps(steps):
 
 
 def train(model_name, task, seed, steps, batch=64, lr=3e-3, baseline="learned", entropy_coef=0.0,
-          curve_size=500, stop_at=None, checkpoint=None, label=""):
-    """Train one model; returns accuracy, hit rate, the accuracy-vs-steps curve and (for `checkpoint`) a snapshot."""
+          curve_size=500, stop_at=None, checkpoints=(), label=""):
+    """Train one model; returns accuracy, hit rate, the accuracy-vs-steps curve and a snapshot at each of
+    `checkpoints` (steps): the model, the learned baseline's head and the moving average it would hold."""
     mg.manual_seed(seed)
     rng = np.random.default_rng(seed)
     model = PointerMLP(task) if model_name == "mlp" else PointerReader(task.L, task.K, model_name)
     hard = model_name == "hard"
-    if hard:
-        trainer = Trainer(model, lr=lr, baseline=baseline, baseline_features=task.L, entropy_coef=entropy_coef,
-                          max_grad_norm=5.0)
-    else:  # plain backprop of the cross-entropy (soft, Gumbel, random reads, MLP): the Trainer without a policy
-        trainer = Trainer(model, lr=lr, max_grad_norm=5.0)
-    opt = trainer.optimizer
+    # the other models have no policy (log_prob None): for them the Trainer's step is plain cross-entropy
+    trainer = Trainer(model, lr=lr, baseline=baseline if hard else None, baseline_features=task.L,
+                      entropy_coef=entropy_coef, max_grad_norm=5.0)
     h_te, c_te, y_te = task.test
     curve_x, curve_acc, curve_reward = [], [], []
     ma = MovingAverageBaseline()  # what a moving-average baseline would hold at the checkpoint
-    snap, reached = None, None
+    snaps, reached = {}, None
     todo = _eval_steps(steps)
     progress = Progress(steps, label=label)
     start, cpu = time.perf_counter(), time.process_time()
@@ -123,34 +123,28 @@ def train(model_name, task, seed, steps, batch=64, lr=3e-3, baseline="learned", 
                 reached = step
                 if stop_at is not None:
                     break
-        if step == checkpoint:
-            snap = {"state": model.state_dict(), "moving_average": ma.value,
+        if step in checkpoints:
+            snaps[step] = {"state": model.state_dict(), "moving_average": ma.value,
                     "value_head": trainer.baseline.state_dict() if hasattr(trainer.baseline, "state_dict") else None}
         if step == steps:
             break
         header, cells, target = task.sample(batch, rng)
-        if hard:
-            log = trainer.step((header, cells), target)
-            reward = log["reward"]
-            ma.update(None, np.array([reward]))
-        else:
-            model.train()
-            out = model(header, cells)
-            loss = mg.cross_entropy(out.logits, target)
-            opt.zero_grad()
-            loss.backward()
-            optim.clip_grad_norm_(opt.params, 5.0)
-            opt.step()
-            reward = float(np.mean(correct_reward(out.logits, target)))
-        progress(step + 1, reward=reward)
+        log = trainer.step((header, cells), target)
+        reward = log["reward"]  # the batch's accuracy with sampled reads
+        ma.update(None, np.array([reward]))
+        progress(step + 1, loss=log["loss"], reward=reward)
     ev = trainer.evaluate((h_te, c_te), y_te, batch_size=1000)
     return {"model": model, "trainer": trainer, "accuracy": ev["accuracy"], "hit_rate": ev["hit_rate"],
-            "curve": (curve_x, curve_acc, curve_reward), "steps_to_095": reached, "snapshot": snap,
+            "curve": (curve_x, curve_acc, curve_reward), "steps_to_095": reached, "snapshots": snaps,
             "seconds": time.perf_counter() - start, "cpu_seconds": time.process_time() - cpu}
 
 
 def checkpoint_variances(task, snapshot, rows, n=256, seed=12345):
-    """Per-sample variance of each row's policy-gradient estimate at one checkpoint, on the same n rollouts."""
+    """Per-sample variance of each row's policy-gradient estimate at one checkpoint, on the same n rollouts.
+
+    Also returns the variance with the best constant baseline b* = tr Cov(r s, s) / tr Var(s) (s: the score
+    d log p, r: the reward), the constant that minimises it; it is not the mean reward.
+    """
     mg.manual_seed(seed)
     model = PointerReader(task.L, task.K, "hard")
     model.load_state_dict(snapshot["state"])
@@ -158,15 +152,20 @@ def checkpoint_variances(task, snapshot, rows, n=256, seed=12345):
     model.train()
     out = model(header, cells)  # the same sampled reads for every row
     reward = correct_reward(out.logits, target)
-    from attention.reinforce import ValueBaseline
     head = ValueBaseline(task.L)
     head.load_state_dict(snapshot["value_head"])
     with mg.no_grad():
         learned = head(out.state).data
+    params = model.policy_parameters()
+    # the estimate is linear in the advantage: g_i = -a_i s_i - c h_i, so two passes give every row
+    score = -per_sample_policy_gradients(out.log_prob, np.ones(n), params)  # s_i = d log p_i
+    ent = -per_sample_policy_gradients(out.log_prob, np.zeros(n), params, out.entropy, 1.0)  # h_i = d H_i
     base = {"none": None, "moving_average": snapshot["moving_average"], "learned": learned}
-    return [gradient_variance(per_sample_policy_gradients(out.log_prob, advantages(reward, base[r["baseline"]]),
-                                                          model.policy_parameters(), out.entropy, r["entropy_coef"]))
-            for r in rows]
+    variances = [gradient_variance(-advantages(reward, base[r["baseline"]])[:, None] * score
+                                   - r["entropy_coef"] * ent) for r in rows]
+    rs, sc = reward[:, None] * score, score - score.mean(0)
+    b_star = float(np.sum((rs - rs.mean(0)) * sc) / max(np.sum(sc * sc), 1e-30))
+    return variances, gradient_variance((reward - b_star)[:, None] * score)
 
 
 def add_flags(p):
@@ -197,6 +196,8 @@ def main():
     ab_steps = args.ablation_steps or (400 if args.quick else steps)
     n_seeds = args.seeds or (1 if args.quick else 3)
     checkpoint = min(args.checkpoint, ab_steps)
+    profile = sorted({c for c in (0, 50, 100, 150, 200, 300, 400, 600, 800, 1000, 1500, 2000, 3000) if c <= ab_steps}
+                     | {checkpoint})  # where the variance is also traced (for the figure)
     task = PointerTask(args.cells, args.values, test_size=args.test_size)
     seeds = [args.seed + i for i in range(n_seeds)]
     report = Report(args, "pointer", claim="hard attention reads one place and must learn where by trial and "
@@ -207,8 +208,8 @@ def main():
     reuse = ab_steps == steps  # the ablation's (learned, no bonus) row is then the main hard run of --seed
     for m in MODELS:
         for s in seeds:
-            snap_at = checkpoint if (m == "hard" and s == args.seed and reuse) else None
-            results[m].append(train(m, task, s, steps, args.batch, args.lr, checkpoint=snap_at,
+            snap_at = profile if (m == "hard" and s == args.seed and reuse) else ()
+            results[m].append(train(m, task, s, steps, args.batch, args.lr, checkpoints=snap_at,
                                     label=f"{m} seed {s}: "))
             print(f"{m} seed {s}: test accuracy {results[m][-1]['accuracy']:.4f}", flush=True)
 
@@ -223,6 +224,12 @@ def main():
                      "steps to 0.95": max(reached) if None not in reached else None,
                      "train s (wall)": float(np.mean([r["seconds"] for r in results[m]])),
                      "train s (CPU)": float(np.mean([r["cpu_seconds"] for r in results[m]]))})
+    h_te, c_te, y_te = task.test  # the analytic control, measured: read a random cell, answer its value
+    direct = [float(np.mean(c_te[np.arange(len(h_te)), np.random.default_rng(s).integers(0, task.L, len(h_te))]
+                            == y_te)) for s in seeds]
+    rows.append({"model": "random, untrained", "reads": "one random cell; answers its value as read",
+                 "accuracy": float(np.mean(direct)), "sd": float(np.std(direct)) if len(direct) > 1 else None,
+                 "worst seed": min(direct)})
     report.table(rows, ["model", "reads", "accuracy", "sd", "worst seed", "hit rate", "steps to 0.95",
                         "train s (wall)", "train s (CPU)"],
                  title=f"test accuracy, {task.L} cells, {task.K} values, {steps} steps, seeds {seeds} "
@@ -233,26 +240,39 @@ def main():
                for e in (0.0, args.entropy_coef)]
     ab_runs = []
     for r in ab_rows:
-        snap_at = checkpoint if (r["baseline"], r["entropy_coef"]) == ("learned", 0.0) else None
-        if snap_at is not None and reuse:
+        main_row = (r["baseline"], r["entropy_coef"]) == ("learned", 0.0)
+        if main_row and reuse:
             run = results["hard"][0]
         else:
             run = train("hard", task, args.seed, ab_steps, args.batch, args.lr, baseline=r["baseline"],
-                        entropy_coef=r["entropy_coef"], checkpoint=snap_at,
+                        entropy_coef=r["entropy_coef"], checkpoints=profile if main_row else (),
                         label=f"{r['baseline']} ent {r['entropy_coef']}: ")
         ab_runs.append(run)
         r["accuracy"] = run["accuracy"]
-        if snap_at is not None:
-            snapshot = run["snapshot"]
-    for r, v in zip(ab_rows, checkpoint_variances(task, snapshot, ab_rows)):
+        if main_row:
+            snapshots, main_curve = run["snapshots"], run["curve"]
+    trace = {c: checkpoint_variances(task, snapshots[c], ab_rows) for c in profile}
+    for r, v in zip(ab_rows, trace[checkpoint][0]):
         r["grad_variance"] = v
+    early = min(500, ab_steps)
     shown = [dict(r, **{"steps to 0.95": run["steps_to_095"],
-                        "train reward (last)": run["curve"][2][-1]}) for r, run in zip(ab_rows, ab_runs)]
+                        f"train reward, steps 1-{early}": float(np.mean([h["reward"] for h in
+                                                                         run["trainer"].history[:early]]))})
+             for r, run in zip(ab_rows, ab_runs)]
     report.table(shown, ["baseline", "entropy_coef", "accuracy", "grad_variance", "steps to 0.95",
-                         "train reward (last)"],
+                         f"train reward, steps 1-{early}"],
                  title=f"ablation (hard reader, seed {args.seed}, {ab_steps} steps); grad_variance: per-sample "
                        f"variance of the policy-gradient estimate at the step-{checkpoint} checkpoint of the "
                        f"learned-baseline run, 256 rollouts")
+    acc_at = dict(zip(main_curve[0], main_curve[1]))
+    row_of = {(r["baseline"], r["entropy_coef"]): i for i, r in enumerate(ab_rows)}
+    k_none, k_ma, k_learned = (row_of[(b, 0.0)] for b in ("none", "moving_average", "learned"))
+    report.table([{"checkpoint step": c, "test accuracy": acc_at.get(c), "none": trace[c][0][k_none],
+                   "moving_average": trace[c][0][k_ma], "learned": trace[c][0][k_learned],
+                   "best constant": trace[c][1]} for c in profile],
+                 ["checkpoint step", "test accuracy", "none", "moving_average", "learned", "best constant"],
+                 title="per-sample gradient variance (no entropy bonus) along the learned-baseline run; best "
+                       "constant: the variance-minimising constant baseline on the same rollouts")
 
     # ---- figures ------------------------------------------------------------------------------------------
     curves = {f"{m} (test)": results[m][0]["curve"][:2] for m in MODELS}
@@ -263,7 +283,7 @@ def main():
     report.figure(fig, "accuracy_vs_steps.png", "test accuracy (deterministic reads) and the hard reader's "
                   "sampled training reward against training steps")
     plt = pyplot()
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4))
+    fig, (a1, a2, a3) = plt.subplots(1, 3, figsize=(15, 4))
     names = [f"{r['baseline'].replace('moving_average', 'moving avg')}\nent {r['entropy_coef']:g}" for r in ab_rows]
     for name, run in zip(names, ab_runs):
         cx, _, cr = run["curve"]
@@ -271,6 +291,7 @@ def main():
     a1.set_xlabel("training step")
     a1.set_ylabel("training reward (sampled reads)")
     a1.set_title("ablation: reward while learning")
+    a1.set_xlim(0, min(ab_steps, 1000))  # after that every row sits at 1.0
     a1.legend(fontsize=7)
     a1.grid(alpha=0.3)
     a2.bar(range(len(ab_rows)), [r["grad_variance"] for r in ab_rows], color="tab:blue")
@@ -278,10 +299,21 @@ def main():
     a2.set_xticklabels(names, fontsize=7)
     a2.set_ylabel("per-sample variance of the gradient")
     a2.set_title(f"policy-gradient variance at step {checkpoint}")
+    for label, k in (("none", k_none), ("moving average", k_ma), ("learned", k_learned)):
+        a3.plot(profile, [trace[c][0][k] for c in profile], marker="o", label=label)
+    a3.plot(profile, [trace[c][1] for c in profile], "k--", label="best constant")
+    a3.set_xlim(-20, min(ab_steps, 1000) + 20)  # later every variance is ~0 (see the table)
+    a3.axvline(checkpoint, color="gray", linewidth=1)
+    a3.set_xlabel("checkpoint (training step of the learned-baseline run)")
+    a3.set_ylabel("per-sample variance of the gradient")
+    a3.set_title("variance along training (no entropy bonus)")
+    a3.legend(fontsize=7)
+    a3.grid(alpha=0.3)
     fig.tight_layout()
     report.figure(fig, "ablation_variance.png", "left: the hard reader's training reward for each baseline and "
-                  "entropy setting; right: the per-sample variance of each setting's gradient estimate, "
-                  "measured on the same rollouts of one checkpoint")
+                  "entropy setting; middle: the per-sample variance of each setting's gradient estimate, "
+                  "measured on the same rollouts of one checkpoint; right: the same variance at other "
+                  "checkpoints of the learned-baseline run, with the variance-minimising constant baseline")
 
     worst = min(r["accuracy"] for r in results["hard"])
     target = 0.9 if args.quick else 0.95

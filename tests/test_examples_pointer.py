@@ -54,3 +54,14 @@ def test_hard_attention_learns_16_cells_within_2000_steps_while_random_stays_at_
     assert hard["curve"][1][-1] >= 0.95 and hard["hit_rate"] >= 0.95
     rand = ex.train("random", task, seed=0, steps=150)
     assert abs(rand["accuracy"] - task.chance) < 0.05, (rand["accuracy"], task.chance)
+
+
+def test_a_trained_baseline_lowers_the_gradient_variance_mid_way_through_learning():
+    ex = _load_example()
+    from attention.tasks.pointer import PointerTask
+    task = PointerTask(cells=16, values=10, test_size=100)
+    run = ex.train("hard", task, seed=0, steps=80, checkpoints=(80,))  # mid-way: test accuracy about 0.5
+    rows = [{"baseline": b, "entropy_coef": 0.0} for b in ("none", "moving_average", "learned")]
+    (none, moving, learned), best = ex.checkpoint_variances(task, run["snapshots"][80], rows)
+    assert learned < none and moving < none, (none, moving, learned)
+    assert best <= min(none, moving) + 1e-12  # no constant does better than the variance-minimising one

@@ -147,10 +147,16 @@ def test_normalize_standardises_and_survives_equal_rewards():
     (lambda lp: reinforce_loss(lp, np.ones(4), entropy=np.ones(3), entropy_coef=0.1), "entropy"),
 ])
 def test_reinforce_loss_errors(call, message):
+    """Each bad input gets a ValueError that names what was expected (see also the TypeError below)."""
     lp = mg.tensor(np.zeros(4), requires_grad=True)
     with pytest.raises(ValueError) as e:
         call(lp)
     assert message in str(e.value), str(e.value)
+
+
+def test_reward_that_is_not_numbers_is_a_type_error():
+    with pytest.raises(TypeError, match="reward must be numbers"):
+        reinforce_loss(mg.tensor(np.zeros(2), requires_grad=True), ["a", "b"])
 
 
 # ---- baselines --------------------------------------------------------------------------------------
@@ -358,3 +364,37 @@ def test_trainer_rejects_a_model_without_rollout_and_an_optimizer_without_the_ba
         Trainer(model).step(np.zeros((2, 2), np.float32), np.zeros(2, int))
     with pytest.raises(ValueError, match="baseline's parameters"):
         Trainer(model, optimizer=mg.optim.Adam(model.parameters()), baseline="learned", baseline_features=2)
+
+
+def test_trainer_step_without_a_policy_is_plain_cross_entropy():
+    class Soft(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(2, 2)
+
+        def forward(self, x):
+            return Rollout(self.lin(mg.tensor(x)), None)
+    mg.manual_seed(0)
+    model = Soft()
+    x, y = np.array([[1.0, 0.0], [0.0, 1.0]], np.float32), np.array([1, 0])
+    trainer = Trainer(model, lr=0.1)
+    w0, b0 = model.lin.weight.data.copy(), model.lin.bias.data.copy()
+    log = trainer.step(x, y)
+    assert log["policy_loss"] == 0.0 and log["loss"] == log["cross_entropy"] and log["entropy"] is None
+    ce = mg.cross_entropy(mg.linear(mg.tensor(x), mg.tensor(w0), mg.tensor(b0)), y)  # Adam's first step moves
+    assert np.isclose(ce.item(), log["cross_entropy"], atol=1e-6)                 # every weight by ~lr
+    assert np.allclose(np.abs(model.lin.weight.data - w0), 0.1, atol=1e-3)
+
+
+def test_a_learned_baseline_needs_the_rollouts_state():
+    class NoState(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(2, 3)
+
+        def forward(self, x):
+            d = Categorical(logits=self.lin(mg.tensor(x)))
+            return Rollout(self.lin(mg.tensor(x)), d.log_prob(d.sample()), d.entropy())
+    trainer = Trainer(NoState(), baseline="learned", baseline_features=2)
+    with pytest.raises(ValueError, match="no state"):
+        trainer.step(np.zeros((4, 2), np.float32), np.zeros(4, int))
