@@ -440,10 +440,9 @@ class RecurrentAttentionModel(nn.Module):
             b = np.asarray(boxes)
             pr, pc = loc_to_pixels(loc[:, 0], x.shape[1]), loc_to_pixels(loc[:, 1], x.shape[2])
             hit = (pr >= b[:, 0]) & (pr <= b[:, 0] + b[:, 2]) & (pc >= b[:, 1]) & (pc <= b[:, 1] + b[:, 3])
+        lp = ent = None  # nothing sampled (random or centre reads): the Trainer's step is plain cross-entropy
         if log_probs:
             lp, ent = ops.stack(log_probs, axis=1), ops.stack(entropies, axis=1)  # (B, glimpses - 1)
-        else:
-            lp = ent = Tensor(np.zeros((B, 1), x.dtype))  # nothing was sampled: no policy gradient
         return Rollout(logits, lp, ent, state=state, hit=hit, std=self.std if self.where == "learned" else None)
 
     def values_read(self):
