@@ -5,6 +5,7 @@ A page marks a table whose numbers come from the committed results with a commen
                                 docs/results/NAME/metrics.json, at the precision the page shows it
   <!-- from section.md -->     the same against the numbers of docs/results/NAME/section.md (for the
                                 columns an example prints but does not keep in metrics.json)
+  <!-- from OTHER/metrics.json -->  against docs/results/OTHER/ instead (a second committed run, e.g. glimpse_digits)
 """
 import ast
 import json
@@ -19,7 +20,7 @@ RESULTS = os.path.join(ROOT, "docs", "results")
 
 NUMBER = re.compile(r"^[-+]?\d+(\.\d+)?([eE][-+]?\d+)?$")
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
-MARK = re.compile(r"<!--\s*from\s+(metrics\.json|section\.md)\s*-->")
+MARK = re.compile(r"<!--\s*from\s+((?:[\w-]+/)?(?:metrics\.json|section\.md))\s*-->")
 
 
 def tour_examples():
@@ -130,6 +131,8 @@ def test_checker_catches_a_wrong_number_and_a_broken_link(tmp_path):
     assert broken_links(page, str(tmp_path)) == ["missing.png"]
     assert matches("0.381", [0.38085739]) and not matches("0.3808", [0.38085739])
     assert matches("1.5e-3", [0.00149]) and matches("1", [1.0]) and not matches("1", [0.9997])
+    assert marked_tables("<!-- from glimpse_digits/metrics.json -->\n| a | b |\n|---|---|\n| x | 1 |\n") == \
+        [("glimpse_digits/metrics.json", [["a", "b"], ["x", "1"]])]
     with pytest.raises(AssertionError, match="not followed by a table"):
         wrong_numbers("<!-- from section.md -->\n\ntext\n", numbers.get)
 
@@ -160,9 +163,10 @@ def test_quoted_numbers_match_the_committed_results(page):
     text = read(os.path.join(PAGES, page))
 
     def numbers_of(source):
-        path = os.path.join(RESULTS, name, source)
-        assert os.path.exists(path), f"docs/examples/{page} quotes {source}, but docs/results/{name}/{source} is absent"
-        return json_numbers(json.loads(read(path))) if source == "metrics.json" else text_numbers(read(path))
+        rel = source if "/" in source else f"{name}/{source}"
+        path = os.path.join(RESULTS, rel)
+        assert os.path.exists(path), f"docs/examples/{page} quotes {source}, but docs/results/{rel} is absent"
+        return json_numbers(json.loads(read(path))) if rel.endswith(".json") else text_numbers(read(path))
 
     bad = wrong_numbers(text, numbers_of)
     assert not bad, f"docs/examples/{page}: numbers not in docs/results/{name}/: {bad}"
