@@ -40,6 +40,10 @@ def add_flags(p):
     p.add_argument("--std", type=float, default=0.15, help="the location policy's fixed std (in [-1, 1] units)")
     p.add_argument("--std-start", type=float, default=0.6,
                    help="anneal the std linearly from this value to --std over training (0.6 -> 0.15 by default)")
+    p.add_argument("--loc-net", choices=["spatial", "mlp"], default="spatial",
+                   help="location head: a spatial soft-argmax on the last read's coarsest patch, or an MLP on "
+                        "the core state (the paper's)")
+    p.add_argument("--lr", type=float, default=2e-3, help=argparse.SUPPRESS)
     p.add_argument("--steps", type=int, default=None, help=argparse.SUPPRESS)
     p.add_argument("--batch", type=int, default=64, help=argparse.SUPPRESS)
     p.add_argument("--test-size", type=int, default=None, help=argparse.SUPPRESS)
@@ -127,8 +131,8 @@ def main():
         mg.manual_seed(args.seed + 1 + i)
         r = np.random.default_rng([args.seed, 10 + i])
         net = RecurrentAttentionModel(task.num_classes, glimpses=args.glimpses, std=args.std,
-                                      where={"ram": "learned"}.get(name, name))
-        trainer, secs = train(name, net, task, steps, args.batch, r, reward=args.reward,
+                                      where={"ram": "learned"}.get(name, name), loc_net=args.loc_net)
+        trainer, secs = train(name, net, task, steps, args.batch, r, lr=args.lr, reward=args.reward,
                               normalize=not args.no_normalize, std_start=args.std_start)
         net.rng = np.random.default_rng([args.seed, 99])  # the random control's test locations
         res = trainer.evaluate((task.test[0], task.test[2]), task.test[1], batch_size=500)
