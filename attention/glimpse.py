@@ -12,6 +12,8 @@
 - `GlimpseClassifier`: a classifier of one glimpse (centre-only, random and oracle-location controls).
 - `RecurrentAttentionModel`: RAM: glimpse network, GRU core, a Gaussian location head on the detached state,
   and a classifier on the last state; its baseline head (reinforce.ValueBaseline) reads the detached state too.
+- `SpatialLocationHead`: RAM's alternative location head (loc_net="spatial"): a spatial soft-argmax over a
+  small conv score map of the last read's coarsest patch, so the Gaussian's mean moves with the object.
 
 Locations are (row, col): loc[..., 0] is vertical (-1 top, +1 bottom), loc[..., 1] horizontal (-1 left,
 +1 right); a location maps to the pixel point c = (loc + 1) * side / 2 and a patch of side s starts at
