@@ -121,9 +121,9 @@ def _forward_kernel(q, k, v, allowed, bias, scale, dropout_p, rng, dirty):
     return out, p, (qs, k, v, p, pd, keep, out, allowed, dirty)
 
 
-def _backward_scores(ds, cache, scale, need, dirty):
+def _backward_scores(ds, cache, scale, need, dirty, allowed):
     """From ds = dL/d(scores before masking) (..., L, S): (dq, dk, dbias) for the flags in need."""
-    qs, k, allowed = cache[0], cache[1], cache[7]
+    qs, k = cache[0], cache[1]
     if dirty:                                                     # sums that skip masked pairs
         dq = _masked_matmul(ds, k, allowed) * scale if need[0] else None
         dk = _masked_matmul(np.swapaxes(ds, -1, -2), qs, np.swapaxes(allowed, -1, -2)) if need[1] else None
@@ -143,6 +143,13 @@ def _backward_out(g, cache, scale, need):
 
 def _backward_out_kernel(g, cache, scale, need, dirty):
     qs, k, v, p, pd, keep, out, allowed, _ = cache
+    if dirty:
+        # a query whose incoming gradient is all 0 (a padding position the loss ignores, say) contributes
+        # nothing, even if its own row is NaN (a garbage query): 0 * NaN counts as 0, as for masked pairs
+        live = g.any(axis=-1, keepdims=True)                      # (..., L, 1)
+        if not live.all():
+            pd = np.where(live, pd, np.zeros((), pd.dtype))
+            allowed = allowed & live
     if need[2]:                                                   # out = pd v
         pdt = np.swapaxes(pd, -1, -2)
         dv = _masked_matmul(pdt, g, np.swapaxes(allowed, -1, -2)) if dirty else pdt @ g
@@ -158,7 +165,7 @@ def _backward_out_kernel(g, cache, scale, need, dirty):
     dp *= p
     if dirty:
         dp = np.where(allowed, dp, np.zeros((), dp.dtype))        # 0 * inf at a masked pair -> 0
-    dq, dk, dbias = _backward_scores(dp, cache, scale, (need[0], need[1], need[3]), dirty)
+    dq, dk, dbias = _backward_scores(dp, cache, scale, (need[0], need[1], need[3]), dirty, allowed)
     return dq, dk, dv, dbias
 
 
@@ -172,12 +179,13 @@ def _backward_weights(gp, cache, scale, need):
     dirty = dirty or (allowed is not None and not np.isfinite(r).all())
     if not dirty:
         ds -= p * r                                               # d softmax: p (gp - sum p gp)
-        return _backward_scores(ds, cache, scale, need, False)
+        return _backward_scores(ds, cache, scale, need, False, allowed)
     with _quiet(True):
         zero = np.zeros((), ds.dtype)
+        allowed = allowed & gp.any(axis=-1, keepdims=True)        # a query row with gradient 0 adds nothing
         ds = np.where(allowed, gp, zero) * p
         ds -= p * ds.sum(axis=-1, keepdims=True)
-        return _backward_scores(np.where(allowed, ds, zero), cache, scale, need, True)
+        return _backward_scores(np.where(allowed, ds, zero), cache, scale, need, True, allowed)
 
 
 # ---- argument checks ---------------------------------------------------------------------------------
@@ -262,7 +270,8 @@ def _attend(q, k, v, packed, allowed, bias, dropout_p, scale, return_weights, tr
         raise ValueError(f"scaled_dot_product_attention: dropout_p must be in [0, 1), got {dropout_p}")
     p_drop = dropout_p if training else 0.0
     E = (packed if packed is not None else q).shape[-1]
-    scale = 1.0 / math.sqrt(E) if scale is None else float(scale)
+    # E = 0: every score is an empty sum, 0, whatever the scale: uniform weights, as torch (not 1 / 0)
+    scale = (1.0 / math.sqrt(E) if E else 1.0) if scale is None else float(scale)
     if packed is not None:
         x = packed.data
         qd, kd, vd = x[0], x[1], x[2]
@@ -303,6 +312,7 @@ def masked_softmax(scores, allowed=None, axis=-1):
     Masked entries are selected out, so they get weight 0 and gradient 0 whatever they hold; a row with
     nothing allowed is all zeros. One graph node.
     """
+    scores = as_tensor(scores)
     x = scores.data
     if allowed is None:
         return scores.softmax(axis=axis)

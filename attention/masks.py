@@ -32,10 +32,12 @@ def causal_mask(L, S=None, align="lower_right"):
 def padding_mask_from_lengths(lengths, S=None):
     """(B, S) bool key_padding_mask from sequence lengths: True at padding (position >= length)."""
     n = np.asarray(lengths.data if isinstance(lengths, Tensor) else lengths)
+    if n.size == 0 and n.ndim == 1:
+        n = n.astype(np.int64)  # no sequences: [] reads as float; the mask is (0, S), (0, 0) without S
     if n.ndim != 1 or n.dtype.kind not in "iu":
         raise TypeError(f"padding_mask_from_lengths: lengths must be a 1-D integer array (B,), "
                         f"got shape {n.shape} dtype {n.dtype}")
-    S = int(n.max()) if S is None else S
+    S = (int(n.max()) if n.size else 0) if S is None else S
     if n.size and (n.min() < 0 or n.max() > S):
         raise ValueError(f"padding_mask_from_lengths: lengths must be in [0, {S}], got [{n.min()}, {n.max()}]")
     return np.arange(S)[None, :] >= n[:, None]  # (B, S)

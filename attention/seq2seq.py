@@ -107,7 +107,12 @@ class Seq2Seq(Module):
     @no_grad()
     def greedy(self, src, max_len, bos, src_lengths=None):
         """Greedy decoding -> (tokens (B, max_len) int array, alignments (B, max_len, S) array or None)."""
+        if max_len < 0:
+            raise ValueError(f"greedy: max_len must be >= 0, got {max_len}")
         states, s, kpm = self.encode(src, src_lengths)
+        if max_len == 0:  # nothing to generate: empty tokens (B, 0) and alignments (B, 0, S)
+            B, S = states.shape[0], states.shape[1]
+            return np.zeros((B, 0), np.int64), (None if self.attn is None else np.zeros((B, 0, S), states.dtype))
         prepared = None if self.attn is None else self.attn.score.prepare_keys(states)
         y = np.full(states.shape[0], bos, dtype=np.int64)
         tokens, align = [], []

@@ -5,6 +5,7 @@ from . import functional, fused, nn, ops, optim, shape  # noqa: F401
 from .function import Context, Function, make_node  # noqa: F401
 from .gradcheck import GradcheckError, gradcheck  # noqa: F401
 from .nn import load, save  # noqa: F401
+from .ops import amax, amin  # noqa: F401
 from .ops import (abs, argmax, argmin, as_tensor, cat, concat, cross_entropy, einsum, exp, expand,  # noqa: F401
                   gather, gelu, layer_norm, linear, log, log_softmax, logsumexp, masked_fill, matmul, max,
                   mean, min, pad, relu, reshape, sigmoid, softmax, sqrt, squeeze, stack, sum, swapaxes, tanh,
@@ -15,6 +16,7 @@ from .viz import draw_graph, print_graph, reference_backward  # noqa: F401
 from .random import manual_seed, multinomial, normal, rand, randint, randn  # noqa: F401
 from .tensor import (Tensor, get_default_dtype, is_grad_enabled, no_grad, set_default_dtype,  # noqa: F401
                      tensor)
+from .tensor import enable_grad, from_numpy, set_grad_enabled  # noqa: F401
 
 permute = transpose
 

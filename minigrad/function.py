@@ -49,12 +49,19 @@ class Function:
 
     @classmethod
     def apply(cls, *args, **kwargs):
+        for k, v in kwargs.items():
+            if isinstance(v, Tensor):
+                raise TypeError(f"{cls.__name__}.apply: Tensor argument '{k}' was passed by keyword; pass Tensors "
+                                f"positionally (only those get a gradient), keywords are for plain options")
         tensors = tuple(a for a in args if isinstance(a, Tensor))
         ctx = Context(tuple(t.requires_grad for t in tensors))
         out = cls.forward(ctx, *(a.data if isinstance(a, Tensor) else a for a in args), **kwargs)
+        if isinstance(out, Tensor):
+            out = out.data
         if not isinstance(out, np.ndarray) and not np.isscalar(out):
             raise TypeError(f"{cls.__name__}.forward must return a NumPy array, got {type(out).__name__}")
         out = np.asarray(out)
+        out_shape = out.shape
 
         def backward(g):
             grads = cls.backward(ctx, g)
@@ -63,8 +70,22 @@ class Function:
             if len(grads) != len(tensors):
                 raise ValueError(f"{cls.__name__}.backward returned {len(grads)} gradients for "
                                  f"{len(tensors)} tensor inputs")
-            # the engine may add into a gradient it owns; these may be shared with ctx, so hand out views
-            return [None if gr is None else np.asarray(gr).view() for gr in grads]
+            checked = []
+            for i, (t, gr) in enumerate(zip(tensors, grads)):
+                if gr is None:
+                    checked.append(None)
+                    continue
+                if isinstance(gr, Tensor):  # a Tensor is taken for its values (no graph of the gradient)
+                    gr = gr.data
+                gr = np.asarray(gr)
+                # the input's shape, or the output's when the input broadcast to it (the engine sums it back)
+                if gr.shape != t.shape and not (gr.shape == out_shape and _broadcasts(t.shape, out_shape)):
+                    raise ValueError(f"{cls.__name__}.backward: gradient {i} has shape {gr.shape}, but input {i} "
+                                     f"has shape {t.shape}" + (f" (and the output {out_shape})"
+                                                              if _broadcasts(t.shape, out_shape) else ""))
+                # the engine may add into a gradient it owns; these may be shared with ctx, so hand out views
+                checked.append(gr.view())
+            return checked
         return _make(out, tensors, backward, cls.__name__)
 
 
@@ -78,3 +99,11 @@ def make_node(data, parents, backward, name):
     torch.autograd.Function style.
     """
     return _make(data, parents, backward, name)
+
+
+def _broadcasts(shape, target):
+    """True if an array of `shape` broadcasts to `target`."""
+    try:
+        return np.broadcast_shapes(shape, target) == tuple(target)
+    except ValueError:
+        return False

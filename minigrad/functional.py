@@ -21,13 +21,28 @@ def mse_loss(input, target, reduction="mean"):
     return _reduce(d * d, reduction, "mse_loss")
 
 
-def nll_loss(log_probs, target, reduction="mean"):
-    """Negative log-likelihood of class indices from log-probabilities (N, C)."""
+def nll_loss(log_probs, target, reduction="mean", ignore_index=-100):
+    """Negative log-likelihood of class indices from log-probabilities (N, C), as torch's nll_loss: a target
+    must be in [0, C) or equal ignore_index, whose rows get loss 0 and gradient 0 and leave the mean."""
     log_probs = ops.as_tensor(log_probs)
     t = target.data if isinstance(target, Tensor) else np.asarray(target)
     if log_probs.ndim != 2 or t.shape != log_probs.shape[:1]:
         raise ValueError(f"nll_loss: log_probs (N, C) with target (N,) expected, got {log_probs.shape} and {t.shape}")
-    return _reduce(-log_probs[np.arange(len(t)), t], reduction, "nll_loss")
+    if t.dtype.kind not in "iu":
+        raise TypeError(f"nll_loss: target must hold integer class indices, got dtype {t.dtype}")
+    C = log_probs.shape[1]
+    valid = t != ignore_index
+    bad = valid & ((t < 0) | (t >= C))
+    if bad.any():
+        raise IndexError(f"nll_loss: target {t[bad][0]} is out of range for {C} classes "
+                         f"(targets must be in [0, {C}) or ignore_index={ignore_index})")
+    picked = -log_probs[np.arange(len(t)), np.where(valid, t, 0)]
+    if valid.all():
+        return _reduce(picked, reduction, "nll_loss")
+    picked = ops.where(valid, picked, 0.0)  # selected, not multiplied: an ignored row's -inf cannot leak
+    if reduction == "mean":  # over the rows not ignored; all ignored gives 0 (torch: NaN; we never make NaN)
+        return picked.sum() / max(int(valid.sum()), 1)
+    return _reduce(picked, reduction, "nll_loss")
 
 
 def binary_cross_entropy_with_logits(logits, target, reduction="mean"):

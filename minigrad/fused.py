@@ -5,7 +5,7 @@ overhead per node is the enemy of a NumPy engine, so these do whole-array work i
 """
 import numpy as np
 
-from .ops import _axis, _lse, _make, _norm_axes, _sigmoid, as_tensor
+from .ops import _axis, _floating, _lse, _make, _norm_axes, _sigmoid, as_tensor
 from .tensor import Tensor
 
 # ---- softmax -------------------------------------------------------------------------------------
@@ -15,16 +15,16 @@ def _one_axis(op, axis, dim, x):
     axis = _axis(axis, dim)
     if not isinstance(axis, (int, np.integer, type(None))):
         raise TypeError(f"{op}: axis must be one int, got {axis!r}")
-    if x.size == 0:
-        raise ValueError(f"{op}: cannot normalise an empty tensor of shape {x.shape}")
     axes = _norm_axes(-1 if axis is None else axis, x.shape, op)
+    if x.size == 0 and (not axes or x.shape[axes[0]] == 0):  # an empty batch is fine: an empty result
+        raise ValueError(f"{op}: cannot normalise over an empty axis (shape {x.shape}, axis {axis})")
     return axes[0] if axes else None
 
 
 def softmax(a, axis=None, dim=None):
     """Stable softmax along one axis (fused: one node, short backward)."""
     a = as_tensor(a)
-    x = a.data
+    x = _floating(a.data)
     axis = _one_axis("softmax", axis, dim, x)
     out = np.exp(x - x.max(axis=axis, keepdims=True))
     out /= out.sum(axis=axis, keepdims=True)  # in place: no third (..., N) buffer
@@ -38,7 +38,7 @@ def softmax(a, axis=None, dim=None):
 
 def log_softmax(a, axis=None, dim=None):
     a = as_tensor(a)
-    x = a.data
+    x = _floating(a.data)
     axis = _one_axis("log_softmax", axis, dim, x)
     out = x - _lse(x, axis)
 
@@ -48,6 +48,28 @@ def log_softmax(a, axis=None, dim=None):
 
 
 # ---- linear and einsum ----------------------------------------------------------------------------
+
+def _weight_grad(g2, x2):
+    """g2^T x2 (N, O)^T (N, I) -> (O, I), where a zero in g2 times a NaN or inf in x2 counts 0: an input row
+    whose gradient is 0 (a masked padding position, say) adds nothing to a weight gradient, whatever it holds.
+    The usual, finite case costs one isfinite over the (O, I) result."""
+    gw = g2.T @ x2
+    if np.isfinite(gw).all():
+        return gw
+    bad = ~np.isfinite(x2)
+    if not bad.any():
+        return gw  # the non-finite values came from g2 itself: they are real
+    zero = np.zeros((), x2.dtype)
+    live = g2.any(axis=1)                                     # rows whose gradient is not all 0
+    gw = g2.T @ np.where(bad | ~live[:, None], zero, x2)      # the finite part; dead rows add exactly 0
+    n, i = np.nonzero(bad & live[:, None])                    # non-finite entries in live rows: few
+    step = max(1, x2.size // max(g2.shape[1], 1))             # temporaries no larger than x2
+    with np.errstate(invalid="ignore"):
+        for c in range(0, len(n), step):
+            gk = g2[n[c:c + step]]                            # (k, O)
+            np.add.at(gw.T, i[c:c + step], np.where(gk == 0, zero, gk * x2[n[c:c + step], i[c:c + step], None]))
+    return gw
+
 
 def linear(x, weight, bias=None):
     """x @ weight.T + bias, with weight (out, in) as in PyTorch; one node for the whole layer."""
@@ -72,7 +94,7 @@ def linear(x, weight, bias=None):
         gx = None
         if x.requires_grad:
             gx = g2 @ w if flat else (g2 @ w).reshape(xd.shape)
-        gw = g2.T @ x2 if weight.requires_grad else None
+        gw = _weight_grad(g2, x2) if weight.requires_grad else None
         if bias is None:
             return gx, gw
         return gx, gw, (g2.sum(axis=0) if bias.requires_grad else None)
@@ -145,6 +167,10 @@ def einsum(subscripts, *operands):
                 gi = np.expand_dims(gi, [ins[i].index(c) for c in ins[i] if c not in seen])
                 gi = np.broadcast_to(gi, [gi.shape[k] if c in seen else arrays[i].shape[k]
                                           for k, c in enumerate(ins[i])])
+            if gi.shape != arrays[i].shape:
+                # a label of size n here but 1 in every other operand (NumPy broadcasts it) comes back at
+                # size 1: repeat it; a label of size 1 here but n elsewhere comes back at n: the engine sums
+                gi = np.broadcast_to(gi, np.broadcast_shapes(gi.shape, arrays[i].shape))
             grads.append(gi)
         return grads
     return _make(out, tuple(ts), backward, "einsum")
@@ -238,7 +264,12 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
     axes = tuple(range(xd.ndim - k, xd.ndim))
     mu = xd.mean(axis=axes, keepdims=True)
     xc = xd - mu
-    rstd = 1.0 / np.sqrt((xc * xc).mean(axis=axes, keepdims=True) + eps)
+    with np.errstate(over="ignore"):  # an overflow is caught just below and recomputed safely
+        var = (xc * xc).mean(axis=axes, keepdims=True)
+    rstd = 1.0 / np.sqrt(var + eps)
+    dirty = not np.isfinite(var).all()  # (..., 1): cheap to check
+    if dirty:
+        rstd = _safe_rstd(xc, var, rstd, axes, eps)
     xhat = xc * rstd
     out = xhat
     if weight is not None:
@@ -249,17 +280,34 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
     n = int(np.prod(normalized_shape))
 
     def backward(g):  # dx = rstd * (gh - mean(gh) - xhat * mean(gh * xhat)), gh = g * weight
+        xh, rs = xhat, rstd
+        if dirty:  # a NaN/inf row whose gradient is all 0 (masked padding, say) sends back 0, not 0 * NaN
+            quiet = ~np.isfinite(rstd) & ~g.any(axis=axes, keepdims=True)
+            xh, rs = np.where(quiet, 0, xhat), np.where(quiet, 0, rstd)
         gh = g * weight.data if weight is not None else g
-        gx = rstd * (gh - gh.mean(axis=axes, keepdims=True)
-                     - xhat * (gh * xhat).sum(axis=axes, keepdims=True) / n) if x.requires_grad else None
+        gx = rs * (gh - gh.mean(axis=axes, keepdims=True)
+                   - xh * (gh * xh).sum(axis=axes, keepdims=True) / n) if x.requires_grad else None
         out_grads = [gx]
         if weight is not None:
-            out_grads.append((g * xhat).sum(axis=lead) if weight.requires_grad else None)
+            out_grads.append((g * xh).sum(axis=lead) if weight.requires_grad else None)
         if bias is not None:
             out_grads.append(g.sum(axis=lead) if bias.requires_grad else None)
         return out_grads
     parents = (x,) + tuple(p for p in (weight, bias) if p is not None)
     return _make(out, parents, backward, "layer_norm")
+
+
+def _safe_rstd(xc, var, rstd, axes, eps):
+    """1 / sqrt(var + eps) for rows whose variance overflowed (|x - mean| past ~1e19 in float32): scale each
+    such row by its largest |x - mean| first, so the squares stay finite (never a silent 0); a row holding
+    NaN or inf stays NaN."""
+    bad = ~np.isfinite(var)
+    with np.errstate(invalid="ignore", over="ignore"):
+        s = np.abs(xc).max(axis=axes, keepdims=True)
+        s = np.where(bad & np.isfinite(s) & (s > 0), s, np.ones((), xc.dtype))
+        u = xc / s
+        scaled = 1.0 / (s * np.sqrt((u * u).mean(axis=axes, keepdims=True) + eps / (s * s)))
+    return np.where(bad, scaled, rstd).astype(rstd.dtype, copy=False)
 
 
 def gru_cell(x, h, weight_ih, weight_hh, bias_ih=None, bias_hh=None):

@@ -5,6 +5,8 @@ d<u, f(x)>/dx. For large inputs the random-projection check compares <J^T u, v> 
 derivative <u, J v> along a random v (HIPS autograd's VJP check): cheap, and it still catches a wrong
 gradient with probability one.
 """
+import warnings
+
 import numpy as np
 
 from .tensor import Tensor, no_grad
@@ -38,6 +40,13 @@ def gradcheck(fn, *inputs, eps=1e-6, atol=1e-5, rtol=1e-3, seed=0, max_full=4096
         if inputs[i].dtype != np.float64:
             raise TypeError(f"gradcheck: input {i} is {inputs[i].dtype}; central differences need float64")
         inputs[i].grad = None
+    arrays = [(j, x.data) for j, x in enumerate(inputs) if isinstance(x, Tensor)]
+    for i in checked:  # perturbing one would move the other too: the numeric derivative would be wrong
+        for j, y in arrays:
+            if j != i and (j not in checked or j > i) and np.shares_memory(inputs[i].data, y):
+                warnings.warn(f"gradcheck: inputs {i} and {j} share memory, so perturbing input {i} also changes "
+                              f"input {j} and the numeric derivative is not d/d(input {i}); pass copies",
+                              RuntimeWarning, stacklevel=2)
     outs = _outputs(fn, inputs)
     if not outs or not any(o.requires_grad for o in outs):
         raise GradcheckError("gradcheck: the output does not depend on any input that requires grad")
@@ -68,9 +77,10 @@ def gradcheck(fn, *inputs, eps=1e-6, atol=1e-5, rtol=1e-3, seed=0, max_full=4096
                 fm = f()
                 x[idx] = old
                 num = (fp - fm) / (2 * eps)
+                _check_numeric(num, f"input {i}, index {idx}", float(a[idx]))
                 err = abs(a[idx] - num) - (atol + rtol * abs(num))
                 if err > worst[0]:
-                    worst = (err, f"input {i}, index {idx}: analytic {a[idx]!r} vs numeric {num!r}")
+                    worst = (err, f"input {i}, index {idx}: analytic {float(a[idx])!r} vs numeric {num!r}")
         else:
             for k in range(projections):
                 v = rng.standard_normal(x.shape)
@@ -82,9 +92,17 @@ def gradcheck(fn, *inputs, eps=1e-6, atol=1e-5, rtol=1e-3, seed=0, max_full=4096
                 x[...] = old
                 num = (fp - fm) / (2 * eps)
                 ana = float(np.sum(a * v))
+                _check_numeric(num, f"input {i}, random direction {k}", ana)
                 err = abs(ana - num) - (atol * np.sqrt(x.size) + rtol * abs(num))
                 if err > worst[0]:
                     worst = (err, f"input {i}, random direction {k}: analytic {ana!r} vs numeric {num!r}")
     if worst[1] is not None:
         raise GradcheckError(f"gradcheck failed (atol={atol}, rtol={rtol}); worst entry: {worst[1]}")
     return True
+
+
+def _check_numeric(num, where, analytic):
+    """A NaN or inf central difference compares as 'not worse' with anything: fail on it, and say so."""
+    if not np.isfinite(num):
+        raise GradcheckError(f"gradcheck failed: the numeric derivative is {num} at {where} (analytic {analytic!r}); "
+                             f"the function is not finite near this input, so its gradient cannot be checked here")

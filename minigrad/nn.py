@@ -81,12 +81,13 @@ class Module:
     def children(self):
         return iter(self._modules.values())
 
-    def named_parameters(self, prefix=""):
-        """(dotted name, Parameter) pairs, each parameter once, as torch.nn.Module."""
+    def named_parameters(self, prefix="", remove_duplicate=True):
+        """(dotted name, Parameter) pairs, as torch.nn.Module: each parameter once, under its first name,
+        or (remove_duplicate=False) under every name it is reachable by (tied weights)."""
         seen = set()
         for mprefix, m in self.named_modules(prefix):
             for name, p in m._parameters.items():
-                if p is not None and id(p) not in seen:
+                if p is not None and (not remove_duplicate or id(p) not in seen):
                     seen.add(id(p))
                     yield (f"{mprefix}.{name}" if mprefix else name), p
 
@@ -115,15 +116,16 @@ class Module:
                 yield (f"{mprefix}.{name}" if mprefix else name), m, name
 
     def state_dict(self):
-        """Dotted name -> ndarray (a copy), parameters then buffers."""
-        d = OrderedDict((n, p.data.copy()) for n, p in self.named_parameters())
+        """Dotted name -> ndarray (a copy), parameters then buffers; a tied parameter appears under every
+        name it is reachable by, as in torch."""
+        d = OrderedDict((n, p.data.copy()) for n, p in self.named_parameters(remove_duplicate=False))
         for n, m, attr in self._named_buffers():
             d[n] = np.array(_array(getattr(m, attr)))
         return d
 
     def load_state_dict(self, state, strict=True):
         """Copy arrays into parameters by name; names and shapes must match (missing ones too, if strict)."""
-        own = dict(self.named_parameters())
+        own = dict(self.named_parameters(remove_duplicate=False))  # every name of a tied parameter
         bufs = {n: (m, attr) for n, m, attr in self._named_buffers()}
         unexpected = [k for k in state if k not in own and k not in bufs]
         missing = [k for k in list(own) + list(bufs) if k not in state]
@@ -262,12 +264,14 @@ class Embedding(Module):
 
 
 class LayerNorm(Module):
-    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True):
+    """Normalise over the trailing normalized_shape dims, then scale (weight) and shift (bias), as torch."""
+
+    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True):
         super().__init__()
         self.normalized_shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
         self.eps = eps
         self.weight = ones_(parameter(*self.normalized_shape)) if elementwise_affine else None
-        self.bias = zeros_(parameter(*self.normalized_shape)) if elementwise_affine else None
+        self.bias = zeros_(parameter(*self.normalized_shape)) if elementwise_affine and bias else None
 
     def forward(self, x):
         return ops.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)

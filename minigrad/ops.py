@@ -7,13 +7,14 @@ Python numbers stay "weak" scalars, so float32 graphs stay float32 (NumPy's NEP 
 """
 import builtins
 import math
+from collections import namedtuple
 from numbers import Number
 
 import numpy as np
 
 from . import tensor as _t
 from . import trace as _trace
-from .tensor import Tensor
+from .tensor import Tensor, _grad_mode
 
 # ---- plumbing --------------------------------------------------------------------------------
 
@@ -25,10 +26,11 @@ def _make(data, parents, backward, op):
     out = Tensor.__new__(Tensor)
     out.data = data if type(data) is np.ndarray else np.asarray(data)
     out.grad = None
-    if _t._grad_enabled:
+    if _t._n_disabled == 0 or _grad_mode.enabled:  # no thread has grad off, or this one has it on
         for p in parents:
             if p.requires_grad:
                 out.requires_grad, out._parents, out._backward, out._op = True, parents, backward, op
+                out._clock = _t._clock  # the time it was recorded (see tensor._check_versions)
                 return out
     out.requires_grad, out._parents, out._backward, out._op = False, (), None, None
     return out
@@ -58,6 +60,8 @@ def as_tensor(x):
 def _axis(axis, dim):
     """Reductions take NumPy's `axis` or PyTorch's `dim`."""
     if dim is not None:
+        if isinstance(dim, (tuple, list)) and not len(dim):
+            dim = None  # torch's dim=() reduces over every dim (NumPy's axis=() reduces over none)
         if axis is not None:
             raise TypeError("give axis or dim, not both")
         return dim
@@ -94,20 +98,46 @@ def _shapes_broadcast(op, a, b):
         raise ValueError(f"{op}: shapes {a.shape} and {b.shape} do not broadcast") from None
 
 
-def _binary(op, a, b, f):
-    """Apply the array function f to two operands with a clear error on shape mismatch.
+def _promote(ad, bd):
+    """Two arrays in PyTorch's result dtype, which differs from NumPy's in two cases:
+    an integer or bool array with a float one takes the float one's dtype (int64 x float32 -> float32), and
+    a 0-d float operand takes the dtype of an n-d float one (float32 x a float64 0-d tensor stays float32),
+    as Python numbers do. Otherwise NumPy's promotion applies."""
+    if ad.dtype is bd.dtype or ad.dtype == bd.dtype:
+        return ad, bd
+    ka, kb = ad.dtype.kind, bd.dtype.kind
+    if ka == "f" and kb != "f":
+        return ad, bd.astype(ad.dtype)
+    if kb == "f" and ka != "f":
+        return ad.astype(bd.dtype), bd
+    if ka == kb == "f" and (ad.ndim == 0) != (bd.ndim == 0):
+        return (ad.astype(bd.dtype), bd) if ad.ndim == 0 else (ad, bd.astype(ad.dtype))
+    return ad, bd
 
-    As in PyTorch, a 0-d float operand takes the dtype of an n-d float one (float32 x * a float64 0-d
-    tensor stays float32), as Python numbers do; otherwise NumPy's promotion applies.
-    """
+
+def _floating(x):
+    """x, or x in the default float dtype if it is integer or bool (what torch's float functions return)."""
+    return x if x.dtype.kind == "f" else x.astype(_t._default_dtype)
+
+
+def _with_scalar(a, s):
+    """a's data for an op with the Python scalar s: an integer tensor with a float scalar becomes the default
+    float dtype (torch: int64 tensor + 0.5 is float32; NumPy would make float64). add, sub and mul inline
+    this check (a function call costs as much as the check, on the hottest path there is)."""
+    x = a.data
+    if x.dtype.kind != "f" and type(s) is float:
+        return x.astype(_t._default_dtype)
+    return x
+
+
+def _binary(op, a, b, f):
+    """f(a, b) on the operands' arrays in PyTorch's result dtype (see _promote) -> (out, ad, bd), with a clear
+    error on shape mismatch; ad and bd are the promoted arrays, for the backward."""
     ad, bd = a.data, b.data
-    if ad.dtype is not bd.dtype and (ad.ndim == 0) != (bd.ndim == 0) and ad.dtype.kind == bd.dtype.kind == "f":
-        if ad.ndim == 0:
-            ad = ad.astype(bd.dtype)
-        else:
-            bd = bd.astype(ad.dtype)
+    if ad.dtype is not bd.dtype:  # the common case, one dtype, skips the call
+        ad, bd = _promote(ad, bd)
     try:
-        return f(ad, bd)
+        return f(ad, bd), ad, bd
     except ValueError:
         _shapes_broadcast(op, a, b)
         raise
@@ -118,24 +148,30 @@ def _binary(op, a, b, f):
 def add(a, b):
     s = _scalar(b)
     if s is not None:
-        return _make(a.data + s, (a,), lambda g: (g,), "add")  # d(a+c) = g
+        x = a.data
+        if x.dtype.kind != "f" and type(s) is float:  # _with_scalar, inlined
+            x = x.astype(_t._default_dtype)
+        return _make(x + s, (a,), lambda g: (g,), "add")  # d(a+c) = g
     a, b = as_tensor(a), as_tensor(b)
-    return _make(_binary("add", a, b, np.add), (a, b), lambda g: (g, g), "add")  # d(a+b) = (g, g)
+    return _make(_binary("add", a, b, np.add)[0], (a, b), lambda g: (g, g), "add")  # d(a+b) = (g, g)
 
 
 def sub(a, b):
     s = _scalar(b)
     if s is not None:
-        return _make(a.data - s, (a,), lambda g: (g,), "sub")
+        x = a.data
+        if x.dtype.kind != "f" and type(s) is float:  # _with_scalar, inlined
+            x = x.astype(_t._default_dtype)
+        return _make(x - s, (a,), lambda g: (g,), "sub")
     a, b = as_tensor(a), as_tensor(b)
-    return _make(_binary("sub", a, b, np.subtract), (a, b), lambda g: (g, -g), "sub")  # (g, -g)
+    return _make(_binary("sub", a, b, np.subtract)[0], (a, b), lambda g: (g, -g), "sub")  # (g, -g)
 
 
 def rsub(a, b):
     """b - a, for number - Tensor."""
     s = _scalar(b)
     if s is not None:
-        return _make(s - a.data, (a,), lambda g: (-g,), "rsub")
+        return _make(s - _with_scalar(a, s), (a,), lambda g: (-g,), "rsub")
     return sub(as_tensor(b), a)
 
 
@@ -147,22 +183,26 @@ def neg(a):
 def mul(a, b):
     s = _scalar(b)
     if s is not None:
-        return _make(a.data * s, (a,), lambda g: (g * s,), "mul")
+        x = a.data
+        if x.dtype.kind != "f" and type(s) is float:  # _with_scalar, inlined
+            x = x.astype(_t._default_dtype)
+        return _make(x * s, (a,), lambda g: (g * s,), "mul")
     a, b = as_tensor(a), as_tensor(b)
-    ad, bd = a.data, b.data
+    out, ad, bd = _binary("mul", a, b, np.multiply)
 
     def backward(g):  # d(ab) = (g b, g a)
         return (g * bd if a.requires_grad else None, g * ad if b.requires_grad else None)
-    return _make(_binary("mul", a, b, np.multiply), (a, b), backward, "mul")
+    return _make(out, (a, b), backward, "mul")
 
 
 def div(a, b):
     s = _scalar(b)
     if s is not None:
-        return _make(a.data / s, (a,), lambda g: (g / s,), "div")
+        return _make(_floating(a.data) / s, (a,), lambda g: (g / s,), "div")
     a, b = as_tensor(a), as_tensor(b)
-    bd = b.data
-    out = _binary("div", a, b, np.divide)
+    if a.dtype.kind != "f" and b.dtype.kind != "f":  # true division of integers: the default float dtype
+        a = Tensor(_floating(a.data))
+    out, _, bd = _binary("div", a, b, np.divide)
 
     def backward(g):  # d(a/b) = (g / b, -g a / b^2) = (g / b, -g out / b)
         ga = g / bd
@@ -175,14 +215,15 @@ def rdiv(a, b):
     s = _scalar(b)
     if s is None:
         return div(as_tensor(b), a)
-    out = s / a.data
-    return _make(out, (a,), lambda g: (-g * out / a.data,), "rdiv")  # d(c/a) = -g c / a^2
+    x = _floating(a.data)
+    out = s / x
+    return _make(out, (a,), lambda g: (-g * out / x,), "rdiv")  # d(c/a) = -g c / a^2
 
 
 def pow(a, b):
     s = _scalar(b)
     if s is not None:
-        x = a.data
+        x = _with_scalar(a, s)
         if not float(s).is_integer() and x.size and x.min() < 0:
             raise ValueError(f"pow: a negative base to the non-integer power {s} gives NaN "
                              f"(min base {x.min()})")
@@ -195,7 +236,7 @@ def pow(a, b):
     ad, bd = a.data, b.data
     if ad.size and ad.min() < 0 and np.any(bd != np.round(bd)):
         raise ValueError("pow: a negative base to a non-integer tensor power gives NaN")
-    out = _binary("pow", a, b, np.power)
+    out, ad, bd = _binary("pow", a, b, np.power)
 
     def backward(g):  # d a^b = (b a^(b-1), a^b log a); log a is only needed for b's gradient
         ga = gb = None
@@ -215,7 +256,7 @@ def rpow(a, b):
         return pow(as_tensor(b), a)
     if s <= 0:
         raise ValueError(f"rpow: the base {s} must be positive for a differentiable number ** Tensor")
-    out = s ** a.data
+    out = s ** _with_scalar(a, s)
     return _make(out, (a,), lambda g: (g * out * math.log(s),), "rpow")  # d c^a = c^a log c
 
 
@@ -223,13 +264,13 @@ def rpow(a, b):
 
 def exp(a):
     a = as_tensor(a)
-    out = np.exp(a.data)
+    out = np.exp(_floating(a.data))
     return _make(out, (a,), lambda g: (g * out,), "exp")  # d e^x = e^x
 
 
 def log(a):
     a = as_tensor(a)
-    x = a.data
+    x = _floating(a.data)
     if x.size and x.min() < 0:
         raise ValueError(f"log: input has negative entries (min {x.min()}), whose log is NaN")
     with np.errstate(divide="ignore"):  # log(0) = -inf, as in NumPy and PyTorch
@@ -239,7 +280,7 @@ def log(a):
 
 def sqrt(a):
     a = as_tensor(a)
-    x = a.data
+    x = _floating(a.data)
     if x.size and x.min() < 0:
         raise ValueError(f"sqrt: input has negative entries (min {x.min()}), whose sqrt is NaN")
     out = np.sqrt(x)
@@ -254,7 +295,7 @@ def abs(a):
 
 def tanh(a):
     a = as_tensor(a)
-    out = np.tanh(a.data)
+    out = np.tanh(_floating(a.data))
     return _make(out, (a,), lambda g: (g * (1 - out * out),), "tanh")  # d tanh = 1 - tanh^2
 
 
@@ -266,7 +307,7 @@ def _sigmoid(x):
 
 def sigmoid(a):
     a = as_tensor(a)
-    out = _sigmoid(a.data)
+    out = _sigmoid(_floating(a.data))
     return _make(out, (a,), lambda g: (g * out * (1 - out),), "sigmoid")  # s (1 - s)
 
 
@@ -280,7 +321,7 @@ def relu(a):
 def softplus(a):
     """log(1 + e^x), computed stably; its slope is sigmoid(x) everywhere (1/2 at 0)."""
     a = as_tensor(a)
-    x = a.data
+    x = _floating(a.data)
     out = np.logaddexp(0, x).astype(x.dtype, copy=False)
     return _make(out, (a,), lambda g: (g * _sigmoid(x),), "softplus")  # d softplus = sigmoid
 
@@ -297,25 +338,33 @@ except ImportError:  # pragma: no cover - depends on the machine
 
 
 def gelu(a, approximate="none"):
-    """GELU as PyTorch: x Phi(x) exactly (approximate='none') or with the tanh formula."""
+    """GELU as PyTorch: x Phi(x) exactly (approximate='none') or with the tanh formula.
+
+    An entry whose upstream gradient is 0 gets gradient 0 even if it holds NaN/inf (masked padding that a
+    transformer's feed-forward carries along); checked by one sum over x in the forward."""
     a = as_tensor(a)
-    x = a.data
+    x = _floating(a.data)
     if approximate == "tanh":
         u = _SQRT_2_OVER_PI * (x + 0.044715 * x ** 3)
         t = np.tanh(u)
         out = 0.5 * x * (1 + t)
 
-        def backward(g):  # 0.5 (1 + t) + 0.5 x (1 - t^2) u'
+        def slope():  # 0.5 (1 + t) + 0.5 x (1 - t^2) u'
             du = _SQRT_2_OVER_PI * (1 + 3 * 0.044715 * x * x)
-            return (g * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * du),)
+            return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * du
     elif approximate == "none":
         cdf = 0.5 * (1 + _erf(x / math.sqrt(2)))
         out = x * cdf
 
-        def backward(g):  # Phi(x) + x phi(x)
-            return (g * (cdf + x * np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)),)
+        def slope():  # Phi(x) + x phi(x)
+            return cdf + x * np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
     else:
         raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    dirty = not np.isfinite(x.sum())
+
+    def backward(g):
+        d = g * slope()
+        return (np.where(g == 0, np.zeros((), d.dtype), d) if dirty else d,)  # 0 * NaN slope -> 0
     return _make(out.astype(x.dtype, copy=False), (a,), backward, "gelu")
 
 
@@ -326,7 +375,7 @@ def where(cond, a, b):
         raise TypeError(f"where: condition must be boolean, got dtype {c.dtype}")
     a, b = as_tensor(a), as_tensor(b)
     try:
-        out = np.where(c, a.data, b.data)
+        out = np.where(c, *_promote(a.data, b.data))
     except ValueError:
         raise ValueError(f"where: condition {c.shape}, a {a.shape} and b {b.shape} do not broadcast") from None
     if out.dtype != a.dtype and a.dtype.kind == "f" and b.data.ndim == 0:
@@ -345,6 +394,14 @@ def masked_fill(a, mask, value):
     m = mask.data if isinstance(mask, Tensor) else np.asarray(mask)
     if m.dtype != bool:
         raise TypeError(f"masked_fill: mask must be boolean, got dtype {m.dtype}")
+    if isinstance(value, Tensor):
+        if value.ndim != 0:
+            raise ValueError(f"masked_fill: value must be a number or a 0-d tensor, got shape {value.shape}")
+        if value.requires_grad:  # the value gets the gradient of the places it fills, as in torch
+            if np.broadcast_shapes(m.shape, a.shape) != a.shape:
+                raise ValueError(f"masked_fill: mask {m.shape} would broadcast input {a.shape}")
+            return where(m, value.astype(a.dtype) if value.dtype != a.dtype else value, a)
+        value = value.data
     try:
         out = np.where(m, np.asarray(value, a.dtype), a.data)
     except ValueError:
@@ -386,15 +443,16 @@ def mean(a, axis=None, keepdims=False, dim=None):
         n *= shape[i]
     if n == 0:
         raise ValueError(f"mean: cannot average over an empty axis of shape {shape}")
-    return _make(a.data.mean(axis=axes, keepdims=keepdims), (a,),
+    return _make(_floating(a.data).mean(axis=axes, keepdims=keepdims), (a,),
                  lambda g: (_expand_back(g / n, shape, axes, keepdims),), "mean")  # g / n each
 
 
-def var(a, axis=None, keepdims=False, dim=None, correction=0):
-    """Variance with `correction` (0 = population, 1 = sample), as torch.var(correction=...)."""
+def var(a, axis=None, keepdims=False, dim=None, correction=1):
+    """Variance sum((x - mean)^2) / (n - correction), as torch.var: correction=1 (the default) is the sample
+    variance, correction=0 the population variance (NumPy's np.var default)."""
     a = as_tensor(a)
     axes = _norm_axes(_axis(axis, dim), a.shape, "var")
-    x = a.data
+    x = _floating(a.data)
     n = 1
     for i in axes:
         n *= x.shape[i]
@@ -410,30 +468,78 @@ def _extreme(op, reduce, a, axis, keepdims, dim):
     a = as_tensor(a)
     axes = _norm_axes(_axis(axis, dim), a.shape, op)
     x = a.data
-    if x.size == 0:
-        raise ValueError(f"{op}: cannot reduce an empty tensor of shape {x.shape}")
+    if x.size == 0 and (not axes or any(x.shape[i] == 0 for i in axes)):
+        raise ValueError(f"{op}: cannot reduce over an empty axis (shape {x.shape}, axis {axis if dim is None else dim})")
     out = reduce(x, axis=axes, keepdims=True)
 
     def backward(g):  # ties share the gradient equally (as torch.amax), so the sum of gradients is exact
         hit = x == out
+        nan = np.isnan(out)
+        if nan.any():  # a NaN result: its gradient goes to the NaN entries (as torch.max()), not NaN to all
+            hit |= nan & np.isnan(x)
         share = hit / hit.sum(axis=axes, keepdims=True)
         return (_expand_back(g, x.shape, axes, keepdims) * share,)
     return _make(out if keepdims else out.reshape([n for i, n in enumerate(x.shape) if i not in axes]),
                  (a,), backward, op)
 
 
+# max(dim=) / min(dim=) return (values, indices) as torch.max(x, dim) does
+max_result = namedtuple("max", ["values", "indices"])
+min_result = namedtuple("min", ["values", "indices"])
+
+
+def _extreme_dim(op, argfn, result, a, dim, keepdims):
+    """(values, indices) along one dim; values take their gradient at the index only (as torch.max(dim))."""
+    a = as_tensor(a)
+    if not isinstance(dim, (int, np.integer)):
+        raise TypeError(f"{op}: dim= must be one int when it asks for (values, indices), got {dim!r} "
+                        f"(use amax/amin, or axis=, for several axes)")
+    if a.ndim == 0:
+        _check_axis(op, dim, 1, a.shape)
+        return result(a, Tensor(np.zeros((), np.int64)))
+    d = _check_axis(op, dim, a.ndim, a.shape)
+    if a.shape[d] == 0:
+        raise ValueError(f"{op}: cannot reduce over an empty axis (shape {a.shape}, dim {dim})")
+    idx = argfn(a.data, axis=d, keepdims=True)  # NaN counts as the extreme, as in torch
+    values = gather(a, d, idx)
+    if not keepdims:
+        values, idx = reshape(values, values.shape[:d] + values.shape[d + 1:]), idx.squeeze(d)
+    return result(values, Tensor(idx))
+
+
 def max(a, axis=None, keepdims=False, dim=None):
+    """Largest entries. With NumPy's axis= (or none): the values, ties sharing the gradient (as amax).
+    With torch's dim=: a named tuple (values, indices), as torch.max(x, dim)."""
+    if dim is not None and axis is None:
+        return _extreme_dim("max", np.argmax, max_result, a, dim, keepdims)
     return _extreme("max", np.max, a, axis, keepdims, dim)
 
 
 def min(a, axis=None, keepdims=False, dim=None):
+    """Smallest entries: values with axis= (or none), (values, indices) with dim=; see max."""
+    if dim is not None and axis is None:
+        return _extreme_dim("min", np.argmin, min_result, a, dim, keepdims)
     return _extreme("min", np.min, a, axis, keepdims, dim)
 
 
+def amax(a, axis=None, keepdims=False, dim=None):
+    """Largest entries over axis (or dim), values only; ties share the gradient equally (as torch.amax)."""
+    return _extreme("amax", np.max, a, axis, keepdims, dim)
+
+
+def amin(a, axis=None, keepdims=False, dim=None):
+    """Smallest entries over axis (or dim), values only (as torch.amin)."""
+    return _extreme("amin", np.min, a, axis, keepdims, dim)
+
+
 def _lse(x, axes):
-    """Stable log-sum-exp with keepdims; rows that are all -inf give -inf (not NaN)."""
+    """Stable log-sum-exp with keepdims; rows that are all -inf give -inf (not NaN); an empty batch gives
+    an empty result, an empty axis is an error."""
     if x.size == 0:
-        raise ValueError(f"logsumexp: cannot reduce an empty tensor of shape {x.shape}")
+        ax = axes if isinstance(axes, tuple) else (axes % x.ndim,)
+        if not ax or any(x.shape[i] == 0 for i in ax):
+            raise ValueError(f"logsumexp: cannot reduce over an empty axis (shape {x.shape}, axis {axes})")
+        return np.zeros([1 if i in ax else n for i, n in enumerate(x.shape)], x.dtype)  # empty
     m = x.max(axis=axes, keepdims=True)
     if not np.isfinite(m).all():
         m = np.where(np.isfinite(m), m, 0)
@@ -444,7 +550,7 @@ def _lse(x, axes):
 def logsumexp(a, axis=None, keepdims=False, dim=None):
     a = as_tensor(a)
     axes = _norm_axes(_axis(axis, dim), a.shape, "logsumexp")
-    x = a.data
+    x = _floating(a.data)
     out = _lse(x, axes)
 
     def backward(g):  # d lse = softmax(x)
@@ -472,7 +578,7 @@ def _mm(x, y):
 def matmul(a, b):
     """a @ b with NumPy's rules: batch dims broadcast, a 1-D operand is a vector."""
     a, b = as_tensor(a), as_tensor(b)
-    ad, bd = a.data, b.data
+    ad, bd = _promote(a.data, b.data)
     if ad.ndim == 0 or bd.ndim == 0:
         raise ValueError(f"matmul: operands must have at least one dim, got {ad.shape} @ {bd.shape}")
     if ad.shape[-1] != bd.shape[-2 if bd.ndim > 1 else 0]:

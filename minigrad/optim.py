@@ -3,7 +3,7 @@ import math
 
 import numpy as np
 
-from .tensor import Tensor
+from .tensor import Tensor, _bump_version
 
 
 class Optimizer:
@@ -24,9 +24,15 @@ class Optimizer:
             p.grad = None
 
     def step(self):
+        for i, p in enumerate(self.params):  # checked first, so a refused step changes no parameter
+            if p.grad is not None and not p.data.flags.writeable:
+                raise ValueError(f"{type(self).__name__}.step: parameter {i} (shape {p.shape}) holds a read-only "
+                                 f"array, which the update would write into; give it a writable one "
+                                 f"(p.data = p.data.copy())")
         for p, state in zip(self.params, self.state):
             if p.grad is not None:
                 self._update(p, p.grad, state)
+                _bump_version(p)  # a graph built before this step must not run backward with the new values
 
     def _update(self, p, g, state):
         raise TypeError(f"{type(self).__name__} must define _update")
@@ -94,10 +100,22 @@ class AdamW(Adam):
         super().__init__(params, lr, betas, eps, weight_decay)
 
 
-def clip_grad_norm_(params, max_norm):
-    """Scale all gradients together so their global L2 norm is at most max_norm; return the norm before."""
+def clip_grad_norm_(params, max_norm, norm_type=2.0):
+    """Scale all gradients together so their global norm (L2 by default; any p >= 1, or inf for the largest
+    magnitude) is at most max_norm; return the norm before. params: a Tensor or an iterable of them."""
+    params = [params] if isinstance(params, Tensor) else list(params)
+    norm_type = float(norm_type)
+    if not (norm_type >= 1):
+        raise ValueError(f"clip_grad_norm_: norm_type must be >= 1 or inf, got {norm_type}")
     grads = [p.grad for p in params if p.grad is not None]
-    total = math.sqrt(sum(float(np.sum(np.square(g, dtype=np.float64))) for g in grads))
+    if not grads:
+        return 0.0
+    if norm_type == math.inf:
+        total = max(float(np.max(np.abs(g))) if g.size else 0.0 for g in grads)
+    elif norm_type == 2.0:
+        total = math.sqrt(sum(float(np.sum(np.square(g, dtype=np.float64))) for g in grads))
+    else:
+        total = sum(float(np.sum(np.abs(g.astype(np.float64)) ** norm_type)) for g in grads) ** (1.0 / norm_type)
     if not math.isfinite(total):
         raise FloatingPointError(f"clip_grad_norm_: the gradient norm is {total}")
     scale = max_norm / (total + 1e-6)

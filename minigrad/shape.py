@@ -117,26 +117,31 @@ def getitem(a, index):
 
 
 def gather(a, axis, index):
-    """out[i][j] = a[i][index[i][j]] along `axis`, as torch.gather."""
+    """out[i][j] = a[i][index[i][j]] along `axis`, as torch.gather: out has the index's shape, and off
+    `axis` the index may be smaller than the input (it reads the leading block), never larger."""
     a = as_tensor(a)
     idx = index.data if isinstance(index, Tensor) else np.asarray(index)
     if idx.dtype.kind not in "iu":
         raise TypeError(f"gather: index must hold integers, got dtype {idx.dtype}")
     if idx.ndim != a.ndim:
         raise ValueError(f"gather: index must have the input's {a.ndim} dims, got shape {idx.shape}")
+    if not a.ndim:  # a 0-d input: the index is 0-d too and must be 0
+        axis = _check_axis("gather", axis, 1, a.shape)
+        if idx != 0:
+            raise IndexError(f"gather: index {idx} is out of range for a 0-d input")
+        return getitem(a, ())
     axis = _check_axis("gather", axis, a.ndim, a.shape)
     n = a.shape[axis]
+    if any(m > k for d, (m, k) in enumerate(zip(idx.shape, a.shape)) if d != axis):
+        raise ValueError(f"gather: index of shape {idx.shape} must be no larger than the input {a.shape} "
+                         f"off axis {axis}")
     if idx.size and (idx.min() < 0 or idx.max() >= n):
         raise IndexError(f"gather: index values must be in [0, {n}) along axis {axis}, "
                          f"got range [{idx.min()}, {idx.max()}]")
-    try:
-        out = np.take_along_axis(a.data, idx, axis=axis)
-    except (ValueError, IndexError):
-        raise ValueError(f"gather: index of shape {idx.shape} does not fit input {a.shape} off axis {axis}") from None
     grids = list(np.indices(idx.shape, sparse=True))
     grids[axis] = idx
     where = tuple(np.broadcast_arrays(*grids))  # the input element each output element came from
-    return _make(out, (a,), lambda g: (Scatter(where, g, True),), "gather")  # repeated indices add up
+    return _make(a.data[where], (a,), lambda g: (Scatter(where, g, True),), "gather")  # repeated indices add up
 
 
 def concat(tensors, axis=0, dim=None):
@@ -174,8 +179,12 @@ def stack(tensors, axis=0, dim=None):
 def pad(a, pad_width, value=0.0):
     """Constant padding with NumPy's pad_width: an int, (before, after), or one pair per axis."""
     a = as_tensor(a)
+    if not a.ndim:  # no axis to pad: only "no padding" fits
+        if np.any(np.asarray(pad_width) != 0):
+            raise ValueError(f"pad: a 0-d tensor has no axis to pad, got pad_width {pad_width}")
+        return reshape(a, ())
     try:
-        pw = np.broadcast_to(np.asarray(pad_width, dtype=np.int64), (a.ndim, 2)) if a.ndim else np.zeros((0, 2), int)
+        pw = np.broadcast_to(np.asarray(pad_width, dtype=np.int64), (a.ndim, 2))
     except ValueError:
         raise ValueError(f"pad: pad_width must be an int, one (before, after) pair, or {a.ndim} pairs for "
                          f"shape {a.shape}; got {pad_width}") from None

@@ -6,10 +6,12 @@ reverse topological order (Kahn's algorithm on child counts, as HIPS autograd do
 gradient is summed from its children, used once, then dropped. Only this file accumulates gradients
 and undoes broadcasting; ops just return arrays (indexing returns a Scatter: g at the indexed places).
 """
+import functools
+import threading
+
 import numpy as np
 
 _default_dtype = np.float32
-_grad_enabled = True
 
 
 def set_default_dtype(dtype):
@@ -22,30 +24,118 @@ def set_default_dtype(dtype):
 
 
 def get_default_dtype():
+    """The float dtype that Python numbers and lists take (float32 unless set_default_dtype changed it)."""
     return np.dtype(_default_dtype)
 
 
+# ---- grad mode: thread-local, as in PyTorch (a new thread starts with grad enabled) -------------------
+
+class _GradMode(threading.local):
+    enabled = True  # a class attribute: each thread sees True until it sets its own value
+
+
+_grad_mode = _GradMode()
+# How many threads have grad mode off. While it is 0 (the usual case) ops skip the thread-local lookup,
+# which costs several times a global read on the hottest path there is (every op's _make).
+_n_disabled = 0
+_mode_lock = threading.Lock()
+
+
+def _set_grad_mode(flag):
+    global _n_disabled
+    with _mode_lock:
+        if _grad_mode.enabled != flag:
+            _n_disabled += 1 if not flag else -1
+            _grad_mode.enabled = flag
+
+
 def is_grad_enabled():
-    return _grad_enabled
+    """True if ops record a graph in this thread (see no_grad, enable_grad, set_grad_enabled)."""
+    return _grad_mode.enabled
 
 
-class no_grad:
-    """Context manager (and decorator) under which ops build no graph."""
+class _SetGradMode:
+    """Context manager (and decorator) that sets the grad mode on entry and restores it on exit.
+
+    Re-entrant: one instance may be entered again inside itself; each exit restores what its entry saw.
+    """
+
+    mode = None
+
+    def __init__(self):
+        self._prev = []
 
     def __enter__(self):
-        global _grad_enabled
-        self._prev, _grad_enabled = _grad_enabled, False
+        self._prev.append(_grad_mode.enabled)
+        _set_grad_mode(self.mode)
+        return self
 
     def __exit__(self, *exc):
-        global _grad_enabled
-        _grad_enabled = self._prev
+        _set_grad_mode(self._prev.pop())
 
     def __call__(self, fn):
+        mode = self.mode
+
+        @functools.wraps(fn)
         def wrapped(*args, **kwargs):
-            with no_grad():
+            with set_grad_enabled(mode):
                 return fn(*args, **kwargs)
-        wrapped.__name__, wrapped.__doc__ = fn.__name__, fn.__doc__
         return wrapped
+
+
+class no_grad(_SetGradMode):
+    """Context manager (and decorator) under which ops build no graph."""
+
+    mode = False
+
+
+class enable_grad(_SetGradMode):
+    """Context manager (and decorator) that turns graph building back on, e.g. inside no_grad."""
+
+    mode = True
+
+
+class set_grad_enabled(_SetGradMode):
+    """set_grad_enabled(flag): sets the grad mode at once; as a context manager, restores it on exit."""
+
+    def __init__(self, mode):
+        if not isinstance(mode, (bool, np.bool_)):
+            raise TypeError(f"set_grad_enabled: expected True or False, got {mode!r}")
+        super().__init__()
+        self.mode = bool(mode)
+        self._prev.append(_grad_mode.enabled)  # as torch: the mode changes here, not at __enter__
+        _set_grad_mode(self.mode)
+
+    def __enter__(self):
+        return self
+
+    def __call__(self, fn):  # as a decorator it only sets the mode inside fn: undo the change made above
+        _set_grad_mode(self._prev.pop())
+        return super().__call__(fn)
+
+
+# ---- version counters: every in-place change moves a global clock ------------------------------------
+# A tensor's _version is the clock time of its last in-place change (0: never changed); a graph node's
+# _clock is the time it was recorded. backward refuses a node whose inputs or output changed after that
+# time, because its closure saved their old values. When nothing changed since a node was recorded (the
+# usual case), the check is one integer compare per node.
+_clock = 0
+
+
+def _bump_version(t):
+    """Mark t as modified in place (in-place operators and optimizer steps call this)."""
+    global _clock
+    _clock += 1
+    t._version = _clock
+
+
+def _check_versions(node):
+    for t in (node,) + tuple(node._parents):
+        if getattr(t, "_version", 0) > node._clock:  # an op's output has no _version until changed
+            raise RuntimeError(
+                f"backward: a tensor of shape {t.shape} that the '{node._op}' op saved was modified by an "
+                f"in-place operation after the graph was built, so its gradient would use the new values; "
+                f"run the forward again after changing it (or change a copy)")
 
 
 def _freed(g):
@@ -56,7 +146,8 @@ def _freed(g):
 class Tensor:
     """An n-dimensional array that remembers how it was computed."""
 
-    __slots__ = ("data", "grad", "requires_grad", "_parents", "_backward", "_op", "__weakref__")
+    __slots__ = ("data", "grad", "requires_grad", "_parents", "_backward", "_op", "_version", "_clock",
+                 "__weakref__")
     __array_priority__ = 1000  # ndarray <op> Tensor defers to Tensor's reflected dunder
 
     def __init__(self, data, requires_grad=False, dtype=None):
@@ -64,8 +155,8 @@ class Tensor:
             data = data.data
         if dtype is not None:
             arr = np.asarray(data, dtype=dtype)
-        elif isinstance(data, np.ndarray):
-            arr = data  # an array keeps its dtype (and is not copied)
+        elif isinstance(data, (np.ndarray, np.generic)):
+            arr = np.asarray(data)  # an array or NumPy scalar keeps its dtype (and an array is not copied)
         else:
             try:
                 arr = np.asarray(data)
@@ -73,10 +164,13 @@ class Tensor:
                 raise ValueError(f"tensor: data must be rectangular (every row the same length): {e}") from None
             if arr.dtype == object:
                 raise TypeError(f"tensor: data must be numbers, got {type(data).__name__} of objects")
-            if arr.dtype.kind in "fc" or arr.size == 0:
+            if arr.dtype.kind == "f" or arr.size == 0:
                 arr = arr.astype(_default_dtype)  # Python floats and lists take the default dtype
             elif arr.dtype.kind == "i" and arr.dtype != np.int64:
                 arr = arr.astype(np.int64)
+        if arr.dtype.kind not in "biuf":
+            raise TypeError(f"tensor: data must be real numbers (bool, integer or float), got dtype {arr.dtype}"
+                            + (" (complex numbers are not supported)" if arr.dtype.kind == "c" else ""))
         if requires_grad and arr.dtype.kind != "f":
             raise TypeError(f"Tensor: only floating tensors can require grad, got dtype {arr.dtype}")
         self.data = arr
@@ -85,6 +179,7 @@ class Tensor:
         self._parents = ()
         self._backward = None
         self._op = None
+        self._version = 0
 
     # ---- basic properties -------------------------------------------------------------------
     shape = property(lambda self: self.data.shape)
@@ -94,7 +189,39 @@ class Tensor:
     is_leaf = property(lambda self: self._backward is None)
 
     def __len__(self):
+        if not self.data.ndim:
+            raise TypeError("len() of a 0-d tensor")
         return len(self.data)
+
+    def __iter__(self):
+        if not self.data.ndim:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(len(self.data)))
+
+    # ---- NumPy and Python number interop ----------------------------------------------------------
+    def __array__(self, dtype=None, copy=None):
+        """np.asarray(t) / np.array(t) give the data (no graph)."""
+        if copy:
+            return np.array(self.data, dtype=dtype, copy=True)
+        return self.data if dtype is None or self.data.dtype == dtype else self.data.astype(dtype)
+
+    def _number(self, what):
+        if self.data.size != 1:
+            raise TypeError(f"{what}: only a one-element tensor converts to a Python number, got shape {self.shape}")
+        return self.data.item()
+
+    def __float__(self): return float(self._number("float()"))
+    def __int__(self): return int(self._number("int()"))
+
+    def __round__(self, ndigits=None):
+        return round(self._number("round()"), ndigits)
+
+    def __format__(self, spec):
+        if not spec:
+            return str(self)
+        if self.data.size != 1:
+            raise TypeError(f"format: a format spec ({spec!r}) needs a one-element tensor, got shape {self.shape}")
+        return format(self.data.item(), spec)
 
     def __repr__(self):
         body = np.array2string(self.data, separator=", ", prefix="tensor(")
@@ -177,6 +304,69 @@ class Tensor:
     def __neg__(self): return ops.neg(self)
     def __getitem__(self, index): return ops.getitem(self, index)
 
+    # ---- in-place operators: they change .data itself (under no_grad, e.g. a manual SGD step) --------
+    # There is no in-place autograd: an in-place change of a tensor that requires grad is refused while
+    # grad mode is on (as torch refuses it for a leaf). Each change bumps the tensor's version, so a graph
+    # built before it refuses to run backward (see _check_versions).
+    def _inplace(self, name, ufunc, other):
+        if is_grad_enabled() and (self.requires_grad or (isinstance(other, Tensor) and other.requires_grad)):
+            if self.requires_grad and self._backward is None:
+                raise RuntimeError(f"{name}: a leaf Variable that requires grad is being used in an in-place "
+                                   f"operation; update parameters under minigrad.no_grad() (as optimizers do)")
+            raise RuntimeError(f"{name}: in-place operations are not recorded in the graph (minigrad has no "
+                               f"in-place autograd); write the out-of-place form (x = x + y) or use no_grad()")
+        d = self.data
+        o = other.data if isinstance(other, Tensor) else other
+        if not d.flags.writeable:
+            raise ValueError(f"{name}: this tensor's array is read-only (a broadcast view, e.g. from expand, or "
+                             f"a read-only NumPy array); change a copy instead")
+        try:
+            shape = np.broadcast_shapes(d.shape, np.shape(o))
+        except ValueError:
+            shape = None
+        if shape != d.shape:
+            raise ValueError(f"{name}: the other operand of shape {np.shape(o)} does not broadcast to this "
+                             f"tensor's shape {d.shape}")
+        try:
+            if ufunc is None:
+                np.copyto(d, o, casting="unsafe")  # copy_ converts dtypes, as torch's copy_
+            else:
+                ufunc(d, o, out=d, casting="same_kind")
+        except TypeError:
+            raise TypeError(f"{name}: the result of {d.dtype} and {np.result_type(o)} cannot be stored in "
+                            f"this tensor's dtype {d.dtype}") from None
+        _bump_version(self)
+        return self
+
+    def __iadd__(self, other): return self._inplace("+=", np.add, other)
+    def __isub__(self, other): return self._inplace("-=", np.subtract, other)
+    def __imul__(self, other): return self._inplace("*=", np.multiply, other)
+    def __itruediv__(self, other): return self._inplace("/=", np.true_divide, other)
+
+    def add_(self, other, alpha=1):
+        """self += alpha * other, in place."""
+        return self._inplace("add_", np.add, other if alpha == 1 else _raw(other) * alpha)
+
+    def sub_(self, other, alpha=1):
+        """self -= alpha * other, in place."""
+        return self._inplace("sub_", np.subtract, other if alpha == 1 else _raw(other) * alpha)
+
+    def mul_(self, other):
+        """self *= other, in place."""
+        return self._inplace("mul_", np.multiply, other)
+
+    def div_(self, other):
+        """self /= other, in place."""
+        return self._inplace("div_", np.true_divide, other)
+
+    def zero_(self):
+        """Set every entry to 0, in place."""
+        return self._inplace("zero_", None, 0)
+
+    def copy_(self, src):
+        """Copy src's values (broadcast to this shape, converted to this dtype) into self, in place."""
+        return self._inplace("copy_", None, src)
+
     # comparisons give plain boolean tensors (no gradient)
     def __eq__(self, other): return Tensor(self.data == _raw(other))
     def __ne__(self, other): return Tensor(self.data != _raw(other))
@@ -199,10 +389,13 @@ class Tensor:
 
     def sum(self, axis=None, keepdims=False, dim=None): return ops.sum(self, axis, keepdims, dim)
     def mean(self, axis=None, keepdims=False, dim=None): return ops.mean(self, axis, keepdims, dim)
-    def var(self, axis=None, keepdims=False, dim=None, correction=0):
+    def var(self, axis=None, keepdims=False, dim=None, correction=1):
         return ops.var(self, axis, keepdims, dim, correction)
+    # max/min: values with axis= (or none); a named tuple (values, indices) with dim=, as torch.max(x, dim)
     def max(self, axis=None, keepdims=False, dim=None): return ops.max(self, axis, keepdims, dim)
     def min(self, axis=None, keepdims=False, dim=None): return ops.min(self, axis, keepdims, dim)
+    def amax(self, axis=None, keepdims=False, dim=None): return ops.amax(self, axis, keepdims, dim)
+    def amin(self, axis=None, keepdims=False, dim=None): return ops.amin(self, axis, keepdims, dim)
     def logsumexp(self, axis=None, keepdims=False, dim=None): return ops.logsumexp(self, axis, keepdims, dim)
     def softmax(self, axis=None, dim=None): return ops.softmax(self, axis, dim)
     def log_softmax(self, axis=None, dim=None): return ops.log_softmax(self, axis, dim)
@@ -232,8 +425,20 @@ def _raw(x):
 
 
 def tensor(data, requires_grad=False, dtype=None):
-    """Build a Tensor: arrays keep their float dtype, Python numbers and lists take the default."""
+    """Build a Tensor from a copy of data (as torch.tensor): arrays and NumPy scalars keep their dtype,
+    Python numbers and lists take the default float dtype. See from_numpy for sharing memory."""
+    if isinstance(data, Tensor):
+        data = data.data
+    if isinstance(data, np.ndarray):
+        data = data.copy()  # so an optimizer step never writes into the caller's array
     return Tensor(data, requires_grad=requires_grad, dtype=dtype)
+
+
+def from_numpy(array):
+    """A Tensor that shares memory with `array` (as torch.from_numpy): changes to one show in the other."""
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"from_numpy: expected a NumPy array, got {type(array).__name__}")
+    return Tensor(array)
 
 
 # ---- backward pass ----------------------------------------------------------------------------
@@ -290,7 +495,10 @@ def run_backward(root, grad, retain_graph=False):
     pending = {root: 0}
     stack = [root]
     while stack:
-        for p in stack.pop()._parents:
+        node = stack.pop()
+        if node._clock != _clock:  # something changed in place since this node was recorded: check
+            _check_versions(node)
+        for p in node._parents:
             if p.requires_grad and p._backward is not None:
                 if p in pending:
                     pending[p] += 1

@@ -399,7 +399,7 @@ def test_function_backward_with_wrong_count_or_shape_is_an_error():
 
     with pytest.raises(ValueError, match="TwoGrads.backward returned 2 gradients for 1 tensor inputs"):
         TwoGrads.apply(leaf([1.0, 2.0])).sum().backward()
-    with pytest.raises(AssertionError, match=r"WrongShape backward.*\(5, 7\).*\(2,\)"):
+    with pytest.raises(ValueError, match=r"WrongShape.backward: gradient 0 has shape \(5, 7\), but input 0 has shape \(2,\)"):
         WrongShape.apply(leaf([1.0, 2.0])).sum().backward()
 
 
@@ -471,7 +471,7 @@ def test_tensor_basics():
     with pytest.raises(ValueError, match=r"item.*\(2, 3\)"):
         t.item()
     assert "requires_grad=True" in repr(t) and "grad_fn=<mul>" in repr(t * 2.0)
-    assert mg.tensor(t).data is t.data
+    assert mg.Tensor(t).data is t.data  # the class wraps without a copy (mg.tensor copies: see test_issue8)
     with pytest.raises(ValueError, match=r"ambiguous"):
         bool(t)
 

@@ -126,25 +126,29 @@ REDUCE = [
     ("mean", lambda x, **k: x.mean(**k), lambda x, **k: x.mean(**k)),
     ("max", lambda x, **k: x.max(**k), lambda x, **k: x.max(**k)),
     ("min", lambda x, **k: x.min(**k), lambda x, **k: x.min(**k)),
+    ("amax", lambda x, **k: x.amax(**k), lambda x, **k: x.max(**k)),
+    ("amin", lambda x, **k: mg.amin(x, **k), lambda x, **k: x.min(**k)),
     ("logsumexp", lambda x, **k: x.logsumexp(**k),
      lambda x, axis=None, keepdims=False: np.log(np.exp(x).sum(axis=axis, keepdims=keepdims))),
-    ("var", lambda x, **k: x.var(**k), lambda x, **k: x.var(**k)),
+    ("var", lambda x, **k: x.var(correction=0, **k), lambda x, **k: x.var(**k)),  # NumPy's ddof=0
 ]
 for name, f, ref in REDUCE:
     for axis in [None, 0, 1, -1, (0, 2), (-1, 0), ()]:
         for keepdims in [False, True]:
-            if name in ("max", "min") and axis == ():
+            if name in ("max", "min", "amax", "amin") and axis == ():
                 continue
             row(f"{name}-axis{axis}-keep{keepdims}", name,
                 (lambda f, a, kd: lambda x: f(x, axis=a, keepdims=kd))(f, axis, keepdims),
                 (lambda r, a, kd: lambda x: r(x, axis=a, keepdims=kd))(ref, axis, keepdims), [(2, 3, 4)], "spread")
-    row(f"{name}-dim-alias", name, (lambda f: lambda x: f(x, dim=1))(f),
+    # max/min(dim=) return (values, indices) as torch; the values are what the other reductions return
+    row(f"{name}-dim-alias", name, (lambda f, nt: lambda x: f(x, dim=1)[0] if nt else f(x, dim=1))(f, name in ("max", "min")),
         (lambda r: lambda x: r(x, axis=1))(ref), [(2, 3, 4)], "spread")
     row(f"{name}-0d", name, (lambda f: lambda x: f(x))(f), (lambda r: lambda x: r(x))(ref), [()], "any")
 row("var-correction1", "var", lambda x: x.var(axis=1, correction=1), lambda x: x.var(axis=1, ddof=1), [(2, 3)])
+row("var-default-correction1", "var", lambda x: x.var(axis=1), lambda x: x.var(axis=1, ddof=1), [(2, 3)])  # as torch
 row("sum-module-fn", "sum mean max min logsumexp var",
     lambda x: mg.sum(x, 0) + mg.mean(x, 0) + mg.max(x, 0) + mg.min(x, 0) + mg.logsumexp(x, 0) + mg.var(x, 0),
-    lambda x: x.sum(0) + x.mean(0) + x.max(0) + x.min(0) + np.log(np.exp(x).sum(0)) + x.var(0), [(3, 2)], "spread")
+    lambda x: x.sum(0) + x.mean(0) + x.max(0) + x.min(0) + np.log(np.exp(x).sum(0)) + x.var(0, ddof=1), [(3, 2)], "spread")
 
 # ---- matrix products --------------------------------------------------------------------------
 MATMUL = [((3,), (3,)), ((3,), (3, 4)), ((2, 3), (3,)), ((2, 3), (3, 4)), ((5, 2, 3), (3, 4)),
@@ -416,7 +420,8 @@ def test_functions_accept_arrays_and_numbers(name):
     np.testing.assert_allclose(fn(x).data, fn(mg.tensor(x)).data)
     assert fn(x).dtype == np.float64  # an array keeps its dtype
     assert not fn(x).requires_grad
-    assert fn(2.0).dtype == mg.get_default_dtype()  # a number takes the default dtype
+    kw = {"correction": 0} if name == "var" else {}  # one number has no sample variance (torch: NaN)
+    assert fn(2.0, **kw).dtype == mg.get_default_dtype()  # a number takes the default dtype
 
 
 def test_binary_functions_accept_arrays_and_numbers():
