@@ -49,12 +49,13 @@ def log_softmax(a, axis=None, dim=None):
 
 # ---- linear and einsum ----------------------------------------------------------------------------
 
-def _weight_grad(g2, x2):
+def _weight_grad(g2, x2, out):
     """g2^T x2 (N, O)^T (N, I) -> (O, I), where a zero in g2 times a NaN or inf in x2 counts 0: an input row
     whose gradient is 0 (a masked padding position, say) adds nothing to a weight gradient, whatever it holds.
-    The usual, finite case costs one isfinite over the (O, I) result."""
+    out is the forward's x2 W^T (+ b): a NaN or inf in x2 always shows in its row there, so the usual, finite
+    case costs one isfinite over the smaller of out (N, O) and the result (O, I)."""
     gw = g2.T @ x2
-    if np.isfinite(gw).all():
+    if np.isfinite(out if out.size < gw.size else gw).all():
         return gw
     bad = ~np.isfinite(x2)
     if not bad.any():
@@ -94,7 +95,7 @@ def linear(x, weight, bias=None):
         gx = None
         if x.requires_grad:
             gx = g2 @ w if flat else (g2 @ w).reshape(xd.shape)
-        gw = _weight_grad(g2, x2) if weight.requires_grad else None
+        gw = _weight_grad(g2, x2, out) if weight.requires_grad else None
         if bias is None:
             return gx, gw
         return gx, gw, (g2.sum(axis=0) if bias.requires_grad else None)

@@ -13,27 +13,9 @@ from numbers import Number
 import numpy as np
 
 from . import tensor as _t
-from . import trace as _trace
-from .tensor import Tensor, _grad_mode
+from .tensor import Tensor, _make  # noqa: F401  (_make lives beside the engine state it reads)
 
 # ---- plumbing --------------------------------------------------------------------------------
-
-
-def _make(data, parents, backward, op):
-    """Wrap `data` as the output of `op`; record the graph only if some parent needs a gradient."""
-    if _trace._active is not None:  # minigrad.trace() is recording: it times this node's backward
-        backward = _trace._active.node(data, parents, backward, op)
-    out = Tensor.__new__(Tensor)
-    out.data = data if type(data) is np.ndarray else np.asarray(data)
-    out.grad = None
-    if _t._n_disabled == 0 or _grad_mode.enabled:  # no thread has grad off, or this one has it on
-        for p in parents:
-            if p.requires_grad:
-                out.requires_grad, out._parents, out._backward, out._op = True, parents, backward, op
-                out._clock = _t._clock  # the time it was recorded (see tensor._check_versions)
-                return out
-    out.requires_grad, out._parents, out._backward, out._op = False, (), None, None
-    return out
 
 
 _SCALARS = (int, float, bool)
@@ -120,10 +102,13 @@ def _floating(x):
     return x if x.dtype.kind == "f" else x.astype(_t._default_dtype)
 
 
+_F64 = np.dtype(np.float64)
+
+
 def _with_scalar(a, s):
     """a's data for an op with the Python scalar s: an integer tensor with a float scalar becomes the default
-    float dtype (torch: int64 tensor + 0.5 is float32; NumPy would make float64). add, sub and mul inline
-    this check (a function call costs as much as the check, on the hottest path there is)."""
+    float dtype (torch: int64 tensor + 0.5 is float32; NumPy would make float64). add, sub and mul check
+    their result's dtype first (an identity compare, the cheapest test on the hottest path there is)."""
     x = a.data
     if x.dtype.kind != "f" and type(s) is float:
         return x.astype(_t._default_dtype)
@@ -131,13 +116,14 @@ def _with_scalar(a, s):
 
 
 def _binary(op, a, b, f):
-    """f(a, b) on the operands' arrays in PyTorch's result dtype (see _promote) -> (out, ad, bd), with a clear
-    error on shape mismatch; ad and bd are the promoted arrays, for the backward."""
+    """f(a, b) on the operands' arrays in PyTorch's result dtype (see _promote), with a clear error on shape
+    mismatch. (A backward that multiplies by an unpromoted integer operand makes a wider gradient; the
+    engine casts every gradient to its input's dtype.)"""
     ad, bd = a.data, b.data
     if ad.dtype is not bd.dtype:  # the common case, one dtype, skips the call
         ad, bd = _promote(ad, bd)
     try:
-        return f(ad, bd), ad, bd
+        return f(ad, bd)
     except ValueError:
         _shapes_broadcast(op, a, b)
         raise
@@ -148,23 +134,23 @@ def _binary(op, a, b, f):
 def add(a, b):
     s = _scalar(b)
     if s is not None:
-        x = a.data
-        if x.dtype.kind != "f" and type(s) is float:  # _with_scalar, inlined
-            x = x.astype(_t._default_dtype)
-        return _make(x + s, (a,), lambda g: (g,), "add")  # d(a+c) = g
+        out = a.data + s
+        if out.dtype is _F64 and a.data.dtype.kind != "f":  # int + float: see _with_scalar (inlined: hot)
+            out = _with_scalar(a, s) + s
+        return _make(out, (a,), lambda g: (g,), "add")  # d(a+c) = g
     a, b = as_tensor(a), as_tensor(b)
-    return _make(_binary("add", a, b, np.add)[0], (a, b), lambda g: (g, g), "add")  # d(a+b) = (g, g)
+    return _make(_binary("add", a, b, np.add), (a, b), lambda g: (g, g), "add")  # d(a+b) = (g, g)
 
 
 def sub(a, b):
     s = _scalar(b)
     if s is not None:
-        x = a.data
-        if x.dtype.kind != "f" and type(s) is float:  # _with_scalar, inlined
-            x = x.astype(_t._default_dtype)
-        return _make(x - s, (a,), lambda g: (g,), "sub")
+        out = a.data - s
+        if out.dtype is _F64 and a.data.dtype.kind != "f":  # int - float: see _with_scalar (inlined: hot)
+            out = _with_scalar(a, s) - s
+        return _make(out, (a,), lambda g: (g,), "sub")
     a, b = as_tensor(a), as_tensor(b)
-    return _make(_binary("sub", a, b, np.subtract)[0], (a, b), lambda g: (g, -g), "sub")  # (g, -g)
+    return _make(_binary("sub", a, b, np.subtract), (a, b), lambda g: (g, -g), "sub")  # (g, -g)
 
 
 def rsub(a, b):
@@ -183,12 +169,13 @@ def neg(a):
 def mul(a, b):
     s = _scalar(b)
     if s is not None:
-        x = a.data
-        if x.dtype.kind != "f" and type(s) is float:  # _with_scalar, inlined
-            x = x.astype(_t._default_dtype)
-        return _make(x * s, (a,), lambda g: (g * s,), "mul")
+        out = a.data * s
+        if out.dtype is _F64 and a.data.dtype.kind != "f":  # int * float: see _with_scalar (inlined: hot)
+            out = _with_scalar(a, s) * s
+        return _make(out, (a,), lambda g: (g * s,), "mul")
     a, b = as_tensor(a), as_tensor(b)
-    out, ad, bd = _binary("mul", a, b, np.multiply)
+    ad, bd = a.data, b.data
+    out = _binary("mul", a, b, np.multiply)
 
     def backward(g):  # d(ab) = (g b, g a)
         return (g * bd if a.requires_grad else None, g * ad if b.requires_grad else None)
@@ -202,7 +189,8 @@ def div(a, b):
     a, b = as_tensor(a), as_tensor(b)
     if a.dtype.kind != "f" and b.dtype.kind != "f":  # true division of integers: the default float dtype
         a = Tensor(_floating(a.data))
-    out, _, bd = _binary("div", a, b, np.divide)
+    bd = b.data
+    out = _binary("div", a, b, np.divide)
 
     def backward(g):  # d(a/b) = (g / b, -g a / b^2) = (g / b, -g out / b)
         ga = g / bd
@@ -236,7 +224,7 @@ def pow(a, b):
     ad, bd = a.data, b.data
     if ad.size and ad.min() < 0 and np.any(bd != np.round(bd)):
         raise ValueError("pow: a negative base to a non-integer tensor power gives NaN")
-    out, ad, bd = _binary("pow", a, b, np.power)
+    out = _binary("pow", a, b, np.power)
 
     def backward(g):  # d a^b = (b a^(b-1), a^b log a); log a is only needed for b's gradient
         ga = gb = None
@@ -469,7 +457,8 @@ def _extreme(op, reduce, a, axis, keepdims, dim):
     axes = _norm_axes(_axis(axis, dim), a.shape, op)
     x = a.data
     if x.size == 0 and (not axes or any(x.shape[i] == 0 for i in axes)):
-        raise ValueError(f"{op}: cannot reduce over an empty axis (shape {x.shape}, axis {axis if dim is None else dim})")
+        raise ValueError(f"{op}: cannot reduce over an empty axis "
+                         f"(shape {x.shape}, axis {axis if dim is None else dim})")
     out = reduce(x, axis=axes, keepdims=True)
 
     def backward(g):  # ties share the gradient equally (as torch.amax), so the sum of gradients is exact

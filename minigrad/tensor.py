@@ -11,6 +11,8 @@ import threading
 
 import numpy as np
 
+from . import trace as _trace
+
 _default_dtype = np.float32
 
 
@@ -418,6 +420,26 @@ class Tensor:
     @property
     def T(self):
         return ops.transpose(self)
+
+
+def _make(data, parents, backward, op):
+    """Wrap `data` as the output of `op`; record the graph only if some parent needs a gradient.
+
+    Lives here, beside the grad-mode and version state it reads as plain globals (the hottest path there is).
+    """
+    if _trace._active is not None:  # minigrad.trace() is recording: it times this node's backward
+        backward = _trace._active.node(data, parents, backward, op)
+    out = Tensor.__new__(Tensor)
+    out.data = data if type(data) is np.ndarray else np.asarray(data)
+    out.grad = None
+    if _n_disabled == 0 or _grad_mode.enabled:  # no thread has grad off, or this one has it on
+        for p in parents:
+            if p.requires_grad:
+                out.requires_grad, out._parents, out._backward, out._op = True, parents, backward, op
+                out._clock = _clock  # the time it was recorded (see _check_versions)
+                return out
+    out.requires_grad, out._parents, out._backward, out._op = False, (), None, None
+    return out
 
 
 def _raw(x):

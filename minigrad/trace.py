@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 
-_active = None  # the running Trace, read by ops._make
+_active = None  # the running Trace, read by tensor._make
 
 
 class Trace:
