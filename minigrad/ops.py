@@ -13,6 +13,7 @@ from numbers import Number
 import numpy as np
 
 from . import tensor as _t
+from .blas import rowsum
 from .tensor import Tensor, _make  # noqa: F401  (_make lives beside the engine state it reads)
 
 # ---- plumbing --------------------------------------------------------------------------------
@@ -532,8 +533,10 @@ def _lse(x, axes):
     m = x.max(axis=axes, keepdims=True)
     if not np.isfinite(m).all():
         m = np.where(np.isfinite(m), m, 0)
+    e = np.exp(x - m)
+    last = axes == x.ndim - 1 or axes == -1 or axes == (x.ndim - 1,)
     with np.errstate(divide="ignore"):
-        return m + np.log(np.exp(x - m).sum(axis=axes, keepdims=True))
+        return m + np.log(rowsum(e) if last else e.sum(axis=axes, keepdims=True))
 
 
 def logsumexp(a, axis=None, keepdims=False, dim=None):
