@@ -14,8 +14,11 @@ Like torch.autograd.Function: subclass, write two static methods, call `.apply`:
 
     y = Cube.apply(t)
 
-Tensor arguments arrive as arrays; every other argument passes through unchanged. The engine does
-the rest (accumulation, unbroadcasting, the shape check), so nothing in the engine changes.
+Tensor arguments arrive as arrays (pass them positionally; a Tensor given by keyword is refused);
+every other argument passes through unchanged. backward returns, per Tensor input, None or a gradient
+(an array, or a Tensor, taken for its values) shaped like that input, or like the output when the input
+broadcast to it; any other shape is an error. The engine does the rest (accumulation, unbroadcasting),
+so nothing in the engine changes.
 """
 import numpy as np
 

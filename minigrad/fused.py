@@ -3,10 +3,12 @@
 softmax and log_softmax, linear (x W^T + b), einsum, cross_entropy, layer_norm and gru_cell. Python
 overhead per node is the enemy of a NumPy engine, so these do whole-array work in a few NumPy calls each.
 """
+import math
+
 import numpy as np
 
 from .blas import colsum, rowdot, rowsum
-from .ops import _axis, _floating, _lse, _make, _norm_axes, _sigmoid, as_tensor
+from .ops import _all_finite, _axis, _floating, _lse, _make, _norm_axes, _sigmoid, as_tensor
 from .tensor import Tensor
 
 # ---- softmax -------------------------------------------------------------------------------------
@@ -55,14 +57,11 @@ def log_softmax(a, axis=None, dim=None):
 
 # ---- linear and einsum ----------------------------------------------------------------------------
 
-def _weight_grad(g2, x2, out):
+def _weight_grad(g2, x2, gw):
     """g2^T x2 (N, O)^T (N, I) -> (O, I), where a zero in g2 times a NaN or inf in x2 counts 0: an input row
     whose gradient is 0 (a masked padding position, say) adds nothing to a weight gradient, whatever it holds.
-    out is the forward's x2 W^T (+ b): a NaN or inf in x2 always shows in its row there, so the usual, finite
-    case costs one isfinite over the smaller of out (N, O) and the result (O, I)."""
-    gw = g2.T @ x2
-    if np.isfinite(out if out.size < gw.size else gw).all():
-        return gw
+    gw is the plain product, which linear's backward computes first: it calls this only when that product,
+    or the forward's output, is not all finite (a NaN or inf in x2 always shows in its row of the output)."""
     bad = ~np.isfinite(x2)
     if not bad.any():
         return gw  # the non-finite values came from g2 itself: they are real
@@ -101,7 +100,12 @@ def linear(x, weight, bias=None):
         gx = None
         if x.requires_grad:
             gx = g2 @ w if flat else (g2 @ w).reshape(xd.shape)
-        gw = _weight_grad(g2, x2, out) if weight.requires_grad else None
+        gw = None
+        if weight.requires_grad:
+            gw = g2.T @ x2
+            c = out if out.size < gw.size else gw  # the smaller: one dot product says if all is finite
+            if not math.isfinite(np.vdot(c, c)):   # (_all_finite, inlined on this hot path)
+                gw = _weight_grad(g2, x2, gw)
         if bias is None:
             return gx, gw
         return gx, gw, (colsum(g2) if bias.requires_grad else None)
@@ -283,7 +287,7 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
     with np.errstate(over="ignore"):  # an overflow is caught just below and recomputed safely
         var = rdot(xc, xc) / n
     rstd = 1.0 / np.sqrt(var + eps)
-    dirty = not np.isfinite(var).all()  # (..., 1): cheap to check
+    dirty = not _all_finite(var)  # (..., 1): cheap to check
     if dirty:
         rstd = _safe_rstd(xc, var, rstd, axes, eps)
     xhat = xc

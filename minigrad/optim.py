@@ -29,10 +29,12 @@ class Optimizer:
                 raise ValueError(f"{type(self).__name__}.step: parameter {i} (shape {p.shape}) holds a read-only "
                                  f"array, which the update would write into; give it a writable one "
                                  f"(p.data = p.data.copy())")
+        updated = []
         for p, state in zip(self.params, self.state):
             if p.grad is not None:
                 self._update(p, p.grad, state)
-                _bump_version(p)  # a graph built before this step must not run backward with the new values
+                updated.append(p)
+        _bump_version(*updated)  # a graph built before this step must not run backward with the new values
 
     def _update(self, p, g, state):
         raise TypeError(f"{type(self).__name__} must define _update")

@@ -119,26 +119,63 @@ class set_grad_enabled(_SetGradMode):
 
 # ---- version counters: every in-place change moves a global clock ------------------------------------
 # A tensor's _version is the clock time of its last in-place change (0: never changed); a graph node's
-# _clock is the time it was recorded. backward refuses a node whose inputs or output changed after that
-# time, because its closure saved their old values. When nothing changed since a node was recorded (the
-# usual case), the check is one integer compare per node.
+# _clock is the time it was recorded. backward refuses a node if one of its inputs, or its output, changed
+# after that time and its backward closure holds it (the tensor, or an array sharing its memory), because
+# the gradient would then use the new values. A change to a value the backward does not hold (the input of
+# an add, a reshape or a sum) is fine, as in torch. When nothing changed since a node was recorded (the
+# usual case), the whole check is one integer compare per node.
 _clock = 0
 
 
-def _bump_version(t):
-    """Mark t as modified in place (in-place operators and optimizer steps call this)."""
+def _bump_version(*ts):
+    """Mark the tensors ts as modified in place (in-place operators and optimizer steps call this)."""
     global _clock
     _clock += 1
-    t._version = _clock
+    for t in ts:
+        t._vers = _clock
 
 
 def _check_versions(node):
     for t in (node,) + tuple(node._parents):
-        if getattr(t, "_version", 0) > node._clock:  # an op's output has no _version until changed
+        if t._version > node._clock and _holds(node._backward, t):
             raise RuntimeError(
                 f"backward: a tensor of shape {t.shape} that the '{node._op}' op saved was modified by an "
                 f"in-place operation after the graph was built, so its gradient would use the new values; "
                 f"run the forward again after changing it (or change a copy)")
+
+
+def _holds(backward, t):
+    """True if the closure `backward` can reach t or an array that may share memory with t.data: through its
+    cells, and the tuples, lists, dicts, objects (a Function's ctx) and inner closures in them."""
+    stack, seen = [backward], set()
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        if obj is t:
+            return True
+        if isinstance(obj, np.ndarray):
+            if np.may_share_memory(obj, t.data):
+                return True
+        elif isinstance(obj, (tuple, list)):
+            stack.extend(obj)
+        elif isinstance(obj, dict):
+            stack.extend(obj.values())
+        elif isinstance(obj, Tensor):  # a backward may read a held tensor's .data (layer_norm's weight)
+            if np.may_share_memory(obj.data, t.data):
+                return True
+        elif callable(obj) and getattr(obj, "__closure__", None):
+            for cell in obj.__closure__:
+                try:
+                    stack.append(cell.cell_contents)
+                except ValueError:  # an empty cell
+                    pass
+        elif hasattr(obj, "__dict__") or hasattr(obj, "__slots__"):
+            if not isinstance(obj, type):
+                stack.extend(getattr(obj, name, None) for name in getattr(type(obj), "__slots__", ()))
+                stack.extend(getattr(obj, "__dict__", {}).values())
+    return False
 
 
 def _freed(g):
@@ -149,7 +186,7 @@ def _freed(g):
 class Tensor:
     """An n-dimensional array that remembers how it was computed."""
 
-    __slots__ = ("data", "grad", "requires_grad", "_parents", "_backward", "_op", "_version", "_clock",
+    __slots__ = ("data", "grad", "requires_grad", "_parents", "_backward", "_op", "_vers", "_clock",
                  "__weakref__")
     __array_priority__ = 1000  # ndarray <op> Tensor defers to Tensor's reflected dunder
 
@@ -182,7 +219,6 @@ class Tensor:
         self._parents = ()
         self._backward = None
         self._op = None
-        self._version = 0
 
     # ---- basic properties -------------------------------------------------------------------
     shape = property(lambda self: self.data.shape)
@@ -190,6 +226,9 @@ class Tensor:
     ndim = property(lambda self: self.data.ndim)
     size = property(lambda self: self.data.size)
     is_leaf = property(lambda self: self._backward is None)
+    # the clock time of the last in-place change, 0 if none (see _bump_version); unset until then, so that
+    # making a tensor costs no extra store
+    _version = property(lambda self: getattr(self, "_vers", 0))
 
     def __len__(self):
         if not self.data.ndim:
@@ -308,14 +347,18 @@ class Tensor:
     def __getitem__(self, index): return ops.getitem(self, index)
 
     # ---- in-place operators: they change .data itself (under no_grad, e.g. a manual SGD step) --------
-    # There is no in-place autograd: an in-place change of a tensor that requires grad is refused while
-    # grad mode is on (as torch refuses it for a leaf). Each change bumps the tensor's version, so a graph
-    # built before it refuses to run backward (see _check_versions).
-    def _inplace(self, name, ufunc, other):
+    # There is no in-place autograd. While grad mode is on: a leaf that requires grad refuses (as in torch);
+    # for a tensor in the graph (or one meeting a tensor that requires grad), `x += y` means x = x + y, a new
+    # node (so `loss += term` accumulates a loss), and the methods add_, mul_, ... refuse, since they promise
+    # to change x itself. Each in-place change bumps the tensor's version, so a graph built before it
+    # refuses to run backward (see _check_versions).
+    def _inplace(self, name, ufunc, other, out_of_place=None):
         if is_grad_enabled() and (self.requires_grad or (isinstance(other, Tensor) and other.requires_grad)):
             if self.requires_grad and self._backward is None:
                 raise RuntimeError(f"{name}: a leaf Variable that requires grad is being used in an in-place "
                                    f"operation; update parameters under minigrad.no_grad() (as optimizers do)")
+            if out_of_place is not None:
+                return out_of_place(self, other)
             raise RuntimeError(f"{name}: in-place operations are not recorded in the graph (minigrad has no "
                                f"in-place autograd); write the out-of-place form (x = x + y) or use no_grad()")
         d = self.data
@@ -341,10 +384,10 @@ class Tensor:
         _bump_version(self)
         return self
 
-    def __iadd__(self, other): return self._inplace("+=", np.add, other)
-    def __isub__(self, other): return self._inplace("-=", np.subtract, other)
-    def __imul__(self, other): return self._inplace("*=", np.multiply, other)
-    def __itruediv__(self, other): return self._inplace("/=", np.true_divide, other)
+    def __iadd__(self, other): return self._inplace("+=", np.add, other, ops.add)
+    def __isub__(self, other): return self._inplace("-=", np.subtract, other, ops.sub)
+    def __imul__(self, other): return self._inplace("*=", np.multiply, other, ops.mul)
+    def __itruediv__(self, other): return self._inplace("/=", np.true_divide, other, ops.div)
 
     def add_(self, other, alpha=1):
         """self += alpha * other, in place."""

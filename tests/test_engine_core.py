@@ -399,7 +399,7 @@ def test_function_backward_with_wrong_count_or_shape_is_an_error():
 
     with pytest.raises(ValueError, match="TwoGrads.backward returned 2 gradients for 1 tensor inputs"):
         TwoGrads.apply(leaf([1.0, 2.0])).sum().backward()
-    with pytest.raises(ValueError, match=r"WrongShape.backward: gradient 0 has shape \(5, 7\), but input 0 has shape \(2,\)"):
+    with pytest.raises(ValueError, match=r"WrongShape.backward: gradient 0 has shape \(5, 7\), but input 0 has shape"):
         WrongShape.apply(leaf([1.0, 2.0])).sum().backward()
 
 

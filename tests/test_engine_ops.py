@@ -141,7 +141,8 @@ for name, f, ref in REDUCE:
                 (lambda f, a, kd: lambda x: f(x, axis=a, keepdims=kd))(f, axis, keepdims),
                 (lambda r, a, kd: lambda x: r(x, axis=a, keepdims=kd))(ref, axis, keepdims), [(2, 3, 4)], "spread")
     # max/min(dim=) return (values, indices) as torch; the values are what the other reductions return
-    row(f"{name}-dim-alias", name, (lambda f, nt: lambda x: f(x, dim=1)[0] if nt else f(x, dim=1))(f, name in ("max", "min")),
+    tup = name in ("max", "min")
+    row(f"{name}-dim-alias", name, (lambda f, nt: lambda x: f(x, dim=1)[0] if nt else f(x, dim=1))(f, tup),
         (lambda r: lambda x: r(x, axis=1))(ref), [(2, 3, 4)], "spread")
     row(f"{name}-0d", name, (lambda f: lambda x: f(x))(f), (lambda r: lambda x: r(x))(ref), [()], "any")
 row("var-correction1", "var", lambda x: x.var(axis=1, correction=1), lambda x: x.var(axis=1, ddof=1), [(2, 3)])

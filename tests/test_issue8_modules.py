@@ -172,3 +172,24 @@ def test_greedy_with_max_len_zero():
     assert tokens.shape == (2, 0) and tokens.dtype == np.int64 and align.shape == (2, 0, 3)
     with pytest.raises(ValueError, match="greedy: max_len must be >= 0, got -1"):
         model.greedy(src, -1, bos=1)
+
+
+@pytest.mark.parametrize("fill", [np.nan, np.inf])
+def test_nan_padding_through_the_returned_weights_gives_finite_parameter_gradients(fill):
+    coef = np.random.default_rng(5).standard_normal((B, 2, S, S)) * (~KPM)[:, None, :, None]  # real queries only
+
+    def grads(model, fill):
+        xs = np.random.default_rng(1).standard_normal((B, S, C))
+        xs[KPM] = fill
+        model.zero_grad()
+        with np.errstate(invalid="ignore"):
+            y, w = model(mg.tensor(xs), key_padding_mask=KPM)
+            ((w * mg.tensor(coef)).sum() + (y * mg.tensor(VALID)).sum()).backward()
+        return {n: p.grad.copy() for n, p in model.named_parameters()}
+
+    with using_dtype(np.float64):
+        mg.manual_seed(0)
+        model = MultiHeadAttention(C, 2)
+        g0, g1 = grads(model, 0.0), grads(model, fill)
+    for n in g0:
+        np.testing.assert_allclose(g1[n], g0[n], rtol=1e-12, atol=1e-12, err_msg=n)

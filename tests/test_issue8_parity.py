@@ -78,6 +78,8 @@ def test_var_sum_dim_empty_as_torch():
     np.testing.assert_allclose(mg.tensor(x).sum(dim=()).data, torch.sum(t, dim=()).numpy())
     np.testing.assert_allclose(mg.tensor(x).mean(dim=()).data, torch.mean(t, dim=()).numpy())
     np.testing.assert_allclose(mg.tensor(x).amax(dim=()).data, torch.amax(t, dim=()).numpy())
+    y = np.zeros((1, 3, 1))
+    assert mg.tensor(y).squeeze(dim=()).shape == tuple(torch.tensor(y).squeeze(dim=()).shape)
 
 
 @pytest.mark.parametrize("op", ["max", "min"])
@@ -175,6 +177,21 @@ def test_stale_graph_is_refused_as_torch():
         ty.backward()
     with pytest.raises(RuntimeError, match="modified by an in-place operation"):
         y.backward()
+
+
+def test_a_change_the_backward_does_not_read_passes_as_in_torch():
+    w, tw = mg.tensor([1.0, 2.0], requires_grad=True), torch.tensor([1.0, 2.0], requires_grad=True)
+    x, tx = mg.tensor([3.0, 4.0]), torch.tensor([3.0, 4.0])
+    y, ty = (w + x).sum() + w.exp().sum(), (tw + tx).sum() + tw.exp().sum()
+    with mg.no_grad():
+        x.mul_(2.0)
+        w.mul_(2.0)
+    with torch.no_grad():
+        tx.mul_(2.0)
+        tw.mul_(2.0)
+    y.backward()
+    ty.backward()
+    np.testing.assert_allclose(w.grad, tw.grad.numpy(), rtol=1e-6)
 
 
 def test_sdpa_with_empty_features_as_torch():
