@@ -16,6 +16,7 @@ import numpy as np
 
 from minigrad import Tensor, make_node
 from minigrad.blas import rowdot, rowsum
+from minigrad.tensor import in_place_backward
 from minigrad.ops import as_tensor
 from minigrad.random import get_rng
 
@@ -307,6 +308,7 @@ def _attend(q, k, v, packed, allowed, bias, dropout_p, scale, return_weights, tr
     return out_t, make_node(p, parents, backward_w, "attention_weights")
 
 
+@in_place_backward
 def masked_softmax(scores, allowed=None, axis=-1):
     """Softmax over `axis` where only `allowed` (bool, True = may attend) entries compete.
 
@@ -329,8 +331,9 @@ def masked_softmax(scores, allowed=None, axis=-1):
     denom[denom == 0] = 1
     p /= denom
 
-    def backward(g):  # d softmax: p * (g - sum(g * p)); p = 0 at masked entries
-        gp = g - (rowdot(g, p) if last else (g * p).sum(axis=axis, keepdims=True))
+    def backward(g, owned=False):  # d softmax: p * (g - sum(g * p)); p = 0 at masked entries
+        s = rowdot(g, p) if last else (g * p).sum(axis=axis, keepdims=True)
+        gp = np.subtract(g, s, out=g) if owned and g.dtype == p.dtype else g - s
         gp *= p
         return (gp,)
     return make_node(p, (scores,), backward, "masked_softmax")

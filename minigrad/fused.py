@@ -9,7 +9,7 @@ import numpy as np
 
 from .blas import colsum, rowdot, rowsum
 from .ops import _all_finite, _axis, _floating, _lse, _make, _norm_axes, _sigmoid, as_tensor
-from .tensor import Tensor
+from .tensor import Tensor, in_place_backward
 
 # ---- softmax -------------------------------------------------------------------------------------
 
@@ -24,17 +24,20 @@ def _one_axis(op, axis, dim, x):
     return axes[0] if axes else None
 
 
+@in_place_backward
 def softmax(a, axis=None, dim=None):
     """Stable softmax along one axis (fused: one node, short backward)."""
     a = as_tensor(a)
     x = _floating(a.data)
     axis = _one_axis("softmax", axis, dim, x)
     last = axis is not None and axis == x.ndim - 1
-    out = np.exp(x - x.max(axis=axis, keepdims=True))
-    out /= rowsum(out) if last else out.sum(axis=axis, keepdims=True)  # in place: no third (..., N) buffer
+    out = np.subtract(x, x.max(axis=axis, keepdims=True), out=np.empty_like(x))  # an array even for 0-d
+    np.exp(out, out=out)
+    out /= rowsum(out) if last else out.sum(axis=axis, keepdims=True)  # in place: one (..., N) buffer
 
-    def backward(g):  # d softmax: y * (g - sum(g * y))
-        gy = g - (rowdot(g, out) if last else (g * out).sum(axis=axis, keepdims=True))
+    def backward(g, owned=False):  # d softmax: y * (g - sum(g * y)); in g's own buffer when it may
+        s = rowdot(g, out) if last else (g * out).sum(axis=axis, keepdims=True)
+        gy = np.subtract(g, s, out=g) if owned and g.dtype == out.dtype else g - s
         gy *= out
         return (gy,)
     return _make(out, (a,), backward, "softmax")

@@ -177,18 +177,29 @@ def rsub(a, b):
     return sub(as_tensor(b), a)
 
 
+@_t.in_place_backward
 def neg(a):
     a = as_tensor(a)
-    return _make(-a.data, (a,), lambda g: (-g,), "neg")
+
+    def backward(g, owned=False):  # d(-a) = -g
+        return (np.negative(g, out=g) if owned else -g,)
+    return _make(-a.data, (a,), backward, "neg")
 
 
+@_t.in_place_backward
 def mul(a, b):
     s = _scalar(b)
     if s is not None:
         out = a.data * s
         if out.dtype is _F64 and a.data.dtype.kind != "f":  # int * float: see _with_scalar (inlined: hot)
             out = _with_scalar(a, s) * s
-        return _make(out, (a,), lambda g: (g * s,), "mul")
+
+        def backward(g, owned=False):  # d(a c) = g c; in g's own buffer when the engine says it may
+            if owned and g.dtype.kind == "f" and type(s) is not complex:
+                g *= s
+                return (g,)
+            return (g * s,)
+        return _make(out, (a,), backward, "mul")
     a, b = as_tensor(a), as_tensor(b)
     ad, bd = a.data, b.data
     out = _binary("mul", a, b, np.multiply)
@@ -198,10 +209,16 @@ def mul(a, b):
     return _make(out, (a, b), backward, "mul")
 
 
+@_t.in_place_backward
 def div(a, b):
     s = _scalar(b)
     if s is not None:
-        return _make(_floating(a.data) / s, (a,), lambda g: (g / s,), "div")
+        def backward(g, owned=False):  # d(a / c) = g / c
+            if owned and g.dtype.kind == "f" and type(s) is not complex:
+                g /= s
+                return (g,)
+            return (g / s,)
+        return _make(_floating(a.data) / s, (a,), backward, "div")
     a, b = as_tensor(a), as_tensor(b)
     if a.dtype.kind != "f" and b.dtype.kind != "f":  # true division of integers: the default float dtype
         a = Tensor(_floating(a.data))
@@ -266,10 +283,14 @@ def rpow(a, b):
 
 # ---- elementwise functions ---------------------------------------------------------------------
 
+@_t.in_place_backward
 def exp(a):
     a = as_tensor(a)
     out = np.exp(_floating(a.data))
-    return _make(out, (a,), lambda g: (g * out,), "exp")  # d e^x = e^x
+
+    def backward(g, owned=False):  # d e^x = e^x
+        return (np.multiply(g, out, out=g) if owned and g.dtype == out.dtype else g * out,)
+    return _make(out, (a,), backward, "exp")
 
 
 def log(a):
@@ -297,29 +318,51 @@ def abs(a):
     return _make(np.abs(x), (a,), lambda g: (g * np.sign(x),), "abs")  # subgradient 0 at 0
 
 
+@_t.in_place_backward
 def tanh(a):
     a = as_tensor(a)
     out = np.tanh(_floating(a.data))
-    return _make(out, (a,), lambda g: (g * (1 - out * out),), "tanh")  # d tanh = 1 - tanh^2
+
+    def backward(g, owned=False):  # d tanh = 1 - tanh^2
+        d = np.multiply(out, out, out=np.empty_like(out))  # out=: an array even for 0-d
+        np.subtract(1, d, out=d)
+        return (np.multiply(g, d, out=g) if owned and g.dtype == d.dtype else np.multiply(g, d, out=d),)
+    return _make(out, (a,), backward, "tanh")
 
 
 def _sigmoid(x):
-    """1 / (1 + e^-x), stable for large |x|: exp of a non-positive number only."""
-    e = np.exp(-np.abs(x))
-    return np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype, copy=False)
+    """1 / (1 + e^-x), stable for large |x|: exp of a non-positive number only, so e^-|x| in (0, 1];
+    then e / (1 + e) for x < 0. Two buffers, in place."""
+    e = np.abs(x, out=np.empty_like(x))  # out=: an array even for 0-d
+    np.negative(e, out=e)
+    np.exp(e, out=e)                        # e^-|x|
+    out = np.add(e, 1, out=np.empty_like(e))
+    np.divide(1, out, out=out)              # 1 / (1 + e^-|x|): the answer for x >= 0
+    np.multiply(out, e, out=out, where=x < 0)  # e^x / (1 + e^x) for x < 0
+    return out
 
 
+@_t.in_place_backward
 def sigmoid(a):
     a = as_tensor(a)
     out = _sigmoid(_floating(a.data))
-    return _make(out, (a,), lambda g: (g * out * (1 - out),), "sigmoid")  # s (1 - s)
+
+    def backward(g, owned=False):  # d sigmoid = s (1 - s)
+        d = np.subtract(1, out, out=np.empty_like(out))  # out=: an array even for 0-d
+        d *= out
+        return (np.multiply(g, d, out=g) if owned and g.dtype == d.dtype else np.multiply(g, d, out=d),)
+    return _make(out, (a,), backward, "sigmoid")
 
 
+@_t.in_place_backward
 def relu(a):
     a = as_tensor(a)
     x = a.data
     out = np.maximum(x, 0)
-    return _make(out, (a,), lambda g: (g * (x > 0),), "relu")  # relu'(0) = 0
+
+    def backward(g, owned=False):  # relu'(0) = 0
+        return (np.multiply(g, x > 0, out=g) if owned else g * (x > 0),)
+    return _make(out, (a,), backward, "relu")
 
 
 def softplus(a):
