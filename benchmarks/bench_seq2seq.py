@@ -3,8 +3,8 @@
 Bidirectional GRU encoder 2x32, decoder GRU 64, embeddings 32, vocabulary 12, source and target length 20,
 batch 64; one step = forward with teacher forcing, cross-entropy, backward, Adam. The reference is PyTorch
 eager with the same modules (GRUCell loops, the model minigrad's attention.Seq2Seq is), loading minigrad's
-state dict; also timed: torch with its nn.GRU for the encoder, and minigrad with its fused GRU sequence op
-for the encoder (user code: a subclass of Seq2Seq, same parameters).
+state dict; also timed: torch with its nn.GRU for the encoder. (minigrad's Seq2Seq runs each encoder
+direction as one gru_sequence node.)
 Run: python benchmarks/bench_seq2seq.py [--quick] [--threads 1 2] [--check]
 """
 import sys
@@ -21,7 +21,7 @@ from benchmarks.common import RESULTS_JSONL, check_impls, main, make_impls, miss
 WORKLOAD = "GRU seq2seq + additive attention, B=64 S=T=20, train step"
 SHAPE = dict(B=64, S=20, V=12, E=32, He=32, Hd=64)
 FLOOR = "torch (same modules)"
-IMPL_NAMES = ("minigrad (attention.Seq2Seq)", "minigrad (fused GRU encoder)", "torch (nn.GRU encoder)")
+IMPL_NAMES = ("minigrad (attention.Seq2Seq)", "torch (nn.GRU encoder)")
 
 try:
     import attention
@@ -40,23 +40,6 @@ def make_data(B, S, V, seed=0):
 
 
 # ---- minigrad ------------------------------------------------------------------------------------
-
-def _fused_class():
-    from minigrad import ops
-    from minigrad.rnn import gru_sequence
-
-    class FusedEncoderSeq2Seq(attention.Seq2Seq):
-        """Seq2Seq whose encoder runs each direction as one gru_sequence node (same parameters)."""
-
-        def encode(self, src, src_lengths=None):
-            x = self.src_emb(np.ascontiguousarray(np.asarray(src).T))   # (S, B, E) time-major
-            f, b = self.enc_fwd, self.enc_bwd
-            fwd, h_f = gru_sequence(x, None, f.weight_ih, f.weight_hh, f.bias_ih, f.bias_hh)
-            bwd, h_b = gru_sequence(x, None, b.weight_ih, b.weight_hh, b.bias_ih, b.bias_hh, reverse=True)
-            states = ops.concat([fwd, bwd], axis=-1).transpose(1, 0, 2)  # (B, S, 2 He)
-            return states, ops.tanh(self.bridge(ops.concat([h_f, h_b], axis=-1))), None
-    return FusedEncoderSeq2Seq
-
 
 def _minigrad(cls, data, dtype, V, E, He, Hd, seed):
     from minigrad import manual_seed, ops
@@ -173,7 +156,6 @@ def build(B, S, V, E, He, Hd, dtype, seed=0):
         return {}, {n: note for n in (FLOOR,) + IMPL_NAMES}
     model, impls["minigrad (attention.Seq2Seq)"] = _minigrad(attention.Seq2Seq, data, dtype, V, E, He, Hd, seed)
     state = model.state_dict()
-    _, impls["minigrad (fused GRU encoder)"] = _minigrad(_fused_class(), data, dtype, V, E, He, Hd, seed)
     more, notes = make_impls({FLOOR: lambda *a: _torch(False, *a),
                               "torch (nn.GRU encoder)": lambda *a: _torch(True, *a)},
                              state, data, dtype, V, E, He, Hd)

@@ -240,3 +240,36 @@ def test_float32_step_keeps_float32():
     w = mg.tensor(rand(ROWS, 6, seed=1).astype(np.float32))
     (mg.sigmoid(mg.softmax(x * 1.5, -1)).tanh() * w).sum().backward()
     assert x.grad.dtype == np.float32
+
+
+# ---- Seq2Seq's encoder as one gru_sequence node per direction -----------------------------------------
+
+def _loop_encode(model, src, lengths):
+    """The step-by-step GRUCell encoder (the reference the fused one must equal)."""
+    from attention import padding_mask_from_lengths
+    S = src.shape[1]
+    valid = None if lengths is None else ~padding_mask_from_lengths(lengths, S)
+    x = model.src_emb(src)
+    fwd, h_f = model._run(model.enc_fwd, x, valid, range(S))
+    bwd, h_b = model._run(model.enc_bwd, x, valid, range(S - 1, -1, -1))
+    return mg.concat([fwd, bwd], axis=-1), mg.concat([h_f, h_b], axis=-1), valid
+
+
+@pytest.mark.parametrize("lengths", [None, [5, 3, 1, 4]])
+def test_seq2seq_fused_encoder_equals_the_cell_loop(lengths):
+    import attention
+    mg.set_default_dtype(np.float64)
+    try:
+        mg.manual_seed(0)
+        model = attention.Seq2Seq(7, 6, emb_dim=4, enc_hidden=3, dec_hidden=5)
+    finally:
+        mg.set_default_dtype(np.float32)
+    src = np.random.default_rng(0).integers(1, 7, (4, 5))
+    states, s0, _ = model.encode(src, lengths)
+    ref_states, ref_h, valid = _loop_encode(model, src, lengths)
+    np.testing.assert_allclose(s0.data, mg.tanh(model.bridge(ref_h)).data, rtol=1e-12, atol=1e-14)
+    keep = np.ones((4, 5), bool) if valid is None else valid  # past a length: 0 now, the held state before
+    np.testing.assert_allclose(states.data[keep], ref_states.data[keep], rtol=1e-12, atol=1e-14)
+    tgt = np.random.default_rng(1).integers(0, 6, (4, 3))
+    params = [p for _, p in model.named_parameters()]
+    assert mg.gradcheck(lambda *ps: model(src, tgt, lengths)[0], *params)
