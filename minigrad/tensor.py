@@ -182,6 +182,7 @@ def _holds(backward, t):
 # Code objects of backward closures that may write into the gradient they are given: the engine calls
 # them as backward(g, True) when g is a buffer no one else holds (see run_backward's `owned`).
 _IN_PLACE = set()
+_IN_PLACE_MIN_SIZE = 1024  # entries; below it the check costs more than the buffer it saves
 
 
 def in_place_backward(fn):
@@ -602,7 +603,8 @@ def run_backward(root, grad, retain_graph=False):
         if g is None:
             pgrads, g_owned = (None,) * len(parents), False
         else:
-            g_owned = node in owned and type(g) is np.ndarray  # (not a NumPy scalar from a 0-d sum)
+            # only big buffers are worth it (and a tiny one costs no page faults); a NumPy scalar has size 1
+            g_owned = g.size >= _IN_PLACE_MIN_SIZE and node in owned
             if g_owned and getattr(backward, "__code__", None) in _IN_PLACE:
                 pgrads = backward(g, True)  # g is this node's own buffer: the closure may work in it
             else:

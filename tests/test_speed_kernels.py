@@ -6,6 +6,8 @@ BLAS threshold (so the fast path runs), broadcasting where it applies; each in-p
 writes into a buffer someone else holds (a user's grad= array, a gradient handed to two parents, a
 leaf's .grad, the forward's saved arrays).
 """
+import sys
+
 import numpy as np
 import pytest
 
@@ -157,6 +159,41 @@ def test_sigmoid_in_two_buffers_is_stable():
 
 # ---- in-place backward: who may be written into ---------------------------------------------------
 
+@pytest.fixture
+def every_size_in_place(monkeypatch):
+    """The engine skips ownership for buffers under _IN_PLACE_MIN_SIZE entries; the tests' small arrays
+    take the in-place paths too."""
+    monkeypatch.setattr(sys.modules["minigrad.tensor"], "_IN_PLACE_MIN_SIZE", 0)
+
+
+def _spy_op():
+    """An op y = 2 x whose in-place backward records the `owned` flag the engine passed."""
+    from minigrad.tensor import in_place_backward
+    seen = []
+
+    @in_place_backward
+    def double(x):
+        def backward(g, owned=False):
+            seen.append(owned)
+            return (g * 2,)
+        return mg.make_node(x.data * 2, (x,), backward, "double")
+    return double, seen
+
+
+def test_engine_says_owned_only_for_its_own_big_buffers():
+    double, seen = _spy_op()
+    big = mg.tensor(rand(64, 32), requires_grad=True)       # 2,048 entries: past the size threshold
+    w = mg.tensor(rand(64, 32, seed=1))
+    (double(big) * w).sum().backward()                       # g = w * 1: the mul's fresh buffer
+    double(big).backward(rand(64, 32))                       # the user's array: never owned
+    ((double(big) + double(big)) * w).sum().backward()       # the add hands its own buffer to two parents
+    small = mg.tensor(rand(4, 4), requires_grad=True)
+    (double(small) * mg.tensor(rand(4, 4))).sum().backward()  # under the threshold: not worth it
+    assert seen == [True, False, False, False, False]
+
+
+pytestmark_in_place = pytest.mark.usefixtures("every_size_in_place")
+
 IN_PLACE_OPS = [  # each op's closure is registered, and each case runs below a fresh gradient
     ("softmax", lambda x: mg.softmax(x, -1)),
     ("masked_softmax", lambda x: __import__("attention").masked_softmax(x, np.tri(ROWS, 6, dtype=bool))),
@@ -171,6 +208,7 @@ IN_PLACE_OPS = [  # each op's closure is registered, and each case runs below a 
 
 
 @pytest.mark.parametrize("op", [f for _, f in IN_PLACE_OPS], ids=[n for n, _ in IN_PLACE_OPS])
+@pytestmark_in_place
 def test_in_place_backward_is_registered_and_right(op):
     x = leaf(ROWS, 6)
     y = op(x)
@@ -181,6 +219,7 @@ def test_in_place_backward_is_registered_and_right(op):
 
 
 @pytest.mark.parametrize("op", [f for _, f in IN_PLACE_OPS], ids=[n for n, _ in IN_PLACE_OPS])
+@pytestmark_in_place
 def test_users_grad_array_is_never_written(op):
     """backward(grad=G): G is the user's, never the engine's to write into, even through a pass-through."""
     x = leaf(ROWS, 6)
@@ -194,6 +233,7 @@ def test_users_grad_array_is_never_written(op):
 
 
 @pytest.mark.parametrize("op", [f for _, f in IN_PLACE_OPS], ids=[n for n, _ in IN_PLACE_OPS])
+@pytestmark_in_place
 def test_a_gradient_handed_to_two_parents_is_not_written(op):
     """u + v hands one buffer to both u and v: neither branch may work in it (the other would see it)."""
     x = leaf(ROWS, 6)
@@ -207,6 +247,7 @@ def test_a_gradient_handed_to_two_parents_is_not_written(op):
     assert mg.gradcheck(lambda x: (op((x * w).reshape(1, ROWS, 6)).reshape(ROWS, 6) + op(x * w)) * w, x)
 
 
+@pytestmark_in_place
 def test_a_leafs_grad_and_saved_arrays_are_not_written():
     """A leaf's .grad from an earlier backward keeps accumulating right; retain_graph runs twice the same."""
     x = leaf(ROWS, 6)
@@ -226,6 +267,7 @@ def test_a_leafs_grad_and_saved_arrays_are_not_written():
     np.testing.assert_allclose(x2.grad, 2 * g2, rtol=1e-12)
 
 
+@pytestmark_in_place
 def test_owned_passthrough_reaches_a_leaf_and_a_second_use():
     """x used twice: once through an in-place chain, once directly; both gradients add up exactly."""
     x = leaf(ROWS, 6)
@@ -234,6 +276,7 @@ def test_owned_passthrough_reaches_a_leaf_and_a_second_use():
     assert mg.gradcheck(f, x)
 
 
+@pytestmark_in_place
 def test_float32_step_keeps_float32():
     """The in-place paths keep the gradient's dtype (no silent float64)."""
     x = mg.tensor(rand(ROWS, 6).astype(np.float32), requires_grad=True)
