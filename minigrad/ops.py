@@ -152,7 +152,7 @@ def _grad_both(g):  # d(a+b) = (g, g); one function for every add node (no closu
 
 
 def add(a, b):
-    if type(b) is Tensor and type(a) is Tensor and a.data.dtype is b.data.dtype:  # the common case, inlined
+    if isinstance(b, Tensor) and isinstance(a, Tensor) and a.data.dtype is b.data.dtype:  # common: inlined
         try:
             return _make(a.data + b.data, (a, b), _grad_both, "add")
         except ValueError:
@@ -198,7 +198,7 @@ def neg(a):
 
 @_t.in_place_backward
 def mul(a, b):
-    if type(b) is Tensor and type(a) is Tensor and a.data.dtype is b.data.dtype:  # the common case, inlined
+    if isinstance(b, Tensor) and isinstance(a, Tensor) and a.data.dtype is b.data.dtype:  # common: inlined
         ad, bd = a.data, b.data
         try:
             out = ad * bd
@@ -656,7 +656,9 @@ def _mm(x, y):
 def matmul(a, b):
     """a @ b with NumPy's rules: batch dims broadcast, a 1-D operand is a vector."""
     a, b = as_tensor(a), as_tensor(b)
-    ad, bd = _promote(a.data, b.data)
+    ad, bd = a.data, b.data
+    if ad.dtype is not bd.dtype:
+        ad, bd = _promote(ad, bd)
     if ad.ndim == 0 or bd.ndim == 0:
         raise ValueError(f"matmul: operands must have at least one dim, got {ad.shape} @ {bd.shape}")
     if ad.shape[-1] != bd.shape[-2 if bd.ndim > 1 else 0]:
@@ -668,6 +670,15 @@ def matmul(a, b):
         raise ValueError(f"matmul: {ad.shape} @ {bd.shape}: batch dimensions do not broadcast") from None
 
     def backward(g):  # d(A B) = (g B^T, A^T g), with vectors promoted to matrices and back
+        if ad.ndim > 1 and bd.ndim > 1:  # matrices (the usual case): no promotions
+            ga = _mm(g, bd.swapaxes(-1, -2)) if a.requires_grad else None
+            gb = None
+            if b.requires_grad:
+                if bd.ndim == 2 and g.ndim > 2:  # shared weight: one big product instead of a batch + sum
+                    gb = ad.reshape(-1, ad.shape[-1]).T @ g.reshape(-1, g.shape[-1])
+                else:
+                    gb = _mm(ad.swapaxes(-1, -2), g)
+            return ga, gb
         a2 = ad[None, :] if ad.ndim == 1 else ad
         b2 = bd[:, None] if bd.ndim == 1 else bd
         if bd.ndim == 1:  # first: a 0-d g (vector @ vector) needs the last axis before it has a -2
