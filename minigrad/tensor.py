@@ -642,7 +642,10 @@ def run_backward(root, grad, retain_graph=False):
                 if pg.dtype is not pd.dtype and pg.dtype != pd.dtype:
                     pg, fresh = pg.astype(pd.dtype), True
                 if leaf:
-                    _into_leaf(p, pg, fresh)
+                    if fresh and p.grad is None and type(pg) is np.ndarray:
+                        p.grad = pg  # _into_leaf's first case, inlined: a fresh array is adopted
+                    else:
+                        _into_leaf(p, pg, fresh)
                     continue
                 prev = grads.get(p)
                 if prev is None:

@@ -29,7 +29,8 @@ def leaf(*shape, seed=0):
 # ---- blas.py: the sums equal NumPy's ---------------------------------------------------------------
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("shape", [(ROWS, 7), (3, ROWS, 5), (2, 3), (ROWS, 1), (0, 4), (4, 0), (5,)])
+@pytest.mark.parametrize("shape", [(ROWS, 7), (3, ROWS, 5), (200, 7), (3, 80, 5), (2, 3), (ROWS, 1), (0, 4),
+                                   (4, 0), (5,)])
 def test_rowsum_rowdot_colsum_equal_numpy(shape, dtype):
     a, b = rand(*shape).astype(dtype), rand(*shape, seed=1).astype(dtype)
     tol = dict(rtol=1e-5, atol=1e-5) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-12)
@@ -44,8 +45,8 @@ def test_rowsum_rowdot_colsum_equal_numpy(shape, dtype):
 
 def test_sums_of_views_broadcasts_and_integers():
     """Non-contiguous and broadcast inputs, and integer arrays, give NumPy's result (NumPy's own path)."""
-    a = rand(ROWS, 9)
-    for x in (a.T, a[:, ::2], np.broadcast_to(a[:1], (ROWS, 9))):
+    a = rand(200, 9)
+    for x in (a.T, a[:, ::2], np.broadcast_to(a[:1], (200, 9))):
         np.testing.assert_allclose(blas.rowsum(x), x.sum(axis=-1, keepdims=True), rtol=1e-12)
         np.testing.assert_allclose(blas.colsum(x), x.sum(axis=0), rtol=1e-12)
     np.testing.assert_allclose(blas.rowdot(a, a[:1]), (a * a[:1]).sum(axis=-1, keepdims=True), rtol=1e-12)
@@ -56,7 +57,7 @@ def test_sums_of_views_broadcasts_and_integers():
 
 
 def test_sums_keep_nan_and_inf():
-    a = rand(ROWS, 6)
+    a = rand(200, 6)
     a[3, 2], a[5, 1], a[5, 4] = np.nan, np.inf, -np.inf
     r = blas.rowsum(a)[:, 0]
     assert np.isnan(r[3]) and np.isnan(r[5]) and np.isfinite(np.delete(r, [3, 5])).all()
@@ -105,9 +106,12 @@ KERNELS = [  # (id, minigrad fn, NumPy reference, input shapes)
     ("layer_norm-2-dims", lambda x, w: mg.layer_norm(x, (3, 4), w), lambda x, w: _layer_norm(x, w, k=2),
      [(ROWS, 3, 4), (3, 4)]),
     ("linear-bias", lambda x, w, b: mg.linear(x, w, b), lambda x, w, b: x @ w.T + b, [(ROWS, 5), (3, 5), (3,)]),
+    ("linear-bias-big", lambda x, w, b: mg.linear(x, w, b), lambda x, w, b: x @ w.T + b,
+     [(300, 4), (4, 4), (4,)]),  # past colsum's size threshold
     ("linear-bias-3d", lambda x, w, b: mg.linear(x, w, b), lambda x, w, b: x @ w.T + b,
      [(2, ROWS, 5), (3, 5), (3,)]),
     ("broadcast-add", lambda x, b: x + b, np.add, [(3, ROWS, 4), (4,)]),
+    ("broadcast-add-big", lambda x, b: x + b, np.add, [(3, 100, 4), (4,)]),  # past colsum's size threshold
     ("broadcast-mul", lambda x, b: x * b, np.multiply, [(ROWS, 4), (1, 4)]),
 ]
 
