@@ -14,14 +14,22 @@ from minigrad import ops
 from minigrad.nn import Linear, Module, parameter, xavier_uniform_, zeros_
 from minigrad.tensor import Tensor
 
-from .functional import _attend, _combine, _prepare_masks
+from .functional import _attend
+from .masks import mha_masks
+
+PATHS = ("dense", "window", "efficient")  # MultiHeadAttention(attention=...): how the heads attend
 
 
 class MultiHeadAttention(Module):
     """Self- or cross-attention with H heads; forward returns (output (B, L, C), weights or None)."""
 
-    def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, kdim=None, vdim=None):
+    def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, kdim=None, vdim=None, attention="dense",
+                 window=None, dilation=1, chunk_size=512):
+        """attention: "dense" (scaled_dot_product_attention), "window" (sliding_window_attention with `window`
+        and `dilation`; self-attention) or "efficient" (memory_efficient_attention with `chunk_size`).
+        The path holds no parameters: the state dict is the same for all three."""
         super().__init__()
+        self._set_path(attention, window, dilation, chunk_size, dropout)
         if num_heads <= 0 or embed_dim % num_heads != 0:
             raise ValueError(f"MultiHeadAttention: embed_dim ({embed_dim}) must be divisible by num_heads "
                              f"({num_heads})")
@@ -43,6 +51,42 @@ class MultiHeadAttention(Module):
         if bias:
             zeros_(self.out_proj.bias)
 
+    def _set_path(self, attention, window, dilation, chunk_size, dropout):
+        if attention not in PATHS:
+            raise ValueError(f"MultiHeadAttention: attention must be one of {PATHS}, got {attention!r}")
+        if attention == "window" and (window is None or isinstance(window, bool) or not isinstance(window, int)
+                                      or window < 0):
+            raise ValueError(f"MultiHeadAttention: attention='window' needs window = an integer >= 0, got {window!r}")
+        if attention != "dense" and dropout:
+            raise ValueError(f"MultiHeadAttention: dropout on the weights ({dropout}) needs attention='dense'; "
+                             f"the {attention} path never builds the (L, S) weights")
+        self.attention, self.window, self.dilation, self.chunk_size = attention, window, dilation, chunk_size
+
+    def _forward_fast(self, query, key, value, key_padding_mask, attn_mask, is_causal, B, L, S):
+        """The window / efficient paths: the same projections, another kernel; weights are None."""
+        from .efficient import _attend_chunked  # imported here: efficient and local import functional only
+        from .local import sliding_window_attention
+        H, D, C = self.num_heads, self.head_dim, self.embed_dim
+        heads = []
+        for i, x, T in ((0, query, L), (1, key, S), (2, value, S)):
+            w, b = self._weights(i)
+            heads.append(ops.linear(x, w, b).reshape(B, T, H, D).transpose(0, 2, 1, 3))  # (B, T, C) -> (B, H, T, D)
+        q, k, v = heads
+        if self.attention == "window":
+            if attn_mask is not None:
+                raise ValueError("MultiHeadAttention: attention='window' takes no attn_mask (the window is the mask); "
+                                 "use key_padding_mask and is_causal, or attention='dense'")
+            if key_padding_mask is not None and (np.asarray(getattr(key_padding_mask, "data", key_padding_mask)).dtype
+                                                 != bool):
+                raise TypeError("MultiHeadAttention: attention='window' needs a bool key_padding_mask (True = padding)")
+            y = sliding_window_attention(q, k, v, self.window, causal=is_causal, dilation=self.dilation,
+                                         key_padding_mask=key_padding_mask)
+        else:
+            allowed, bias = mha_masks(key_padding_mask, attn_mask, False, B, self.num_heads, L, S, query.dtype)
+            y = _attend_chunked(q, k, v, allowed, bias, is_causal, None, self.chunk_size)
+        y = y.transpose(0, 2, 1, 3).reshape(B, L, C)  # (B, H, L, D) -> (B, L, C)
+        return self.out_proj(y), None
+
     def _weights(self, i):
         """Projection i (0 = q, 1 = k, 2 = v) as (weight, bias)."""
         C = self.embed_dim
@@ -52,40 +96,6 @@ class MultiHeadAttention(Module):
             w = (self.q_proj_weight, self.k_proj_weight, self.v_proj_weight)[i]
         b = None if self.in_proj_bias is None else self.in_proj_bias[i * C:(i + 1) * C]
         return w, b
-
-    def _masks(self, key_padding_mask, attn_mask, is_causal, B, L, S, dtype):
-        """-> (allowed bool array or None, float bias Tensor or None), broadcastable to (B, H, L, S)."""
-        H = self.num_heads
-        shape = (B, H, L, S)
-        if is_causal and attn_mask is not None:
-            raise ValueError("MultiHeadAttention: give attn_mask or is_causal=True, not both "
-                             "(fold the causal rule into attn_mask with attention.causal_mask)")
-        allowed, bias = _prepare_masks(None, is_causal, shape, dtype)
-        if attn_mask is not None:
-            m = attn_mask if isinstance(attn_mask, Tensor) else Tensor(np.asarray(attn_mask))
-            if m.ndim == 3 and m.shape[0] == B * H:  # PyTorch's (B*H, L, S) layout (also when B*H == 1)
-                m = m.reshape(B, H, L, S)
-            elif m.ndim not in (2, 4):
-                raise ValueError(f"MultiHeadAttention: attn_mask must be (L, S), (B*H, L, S) or broadcast "
-                                 f"to (B, H, L, S) = {shape}, got shape {m.shape}")
-            a, bias = _prepare_masks(m, False, shape, dtype, "attn_mask")
-            allowed = _combine(allowed, a)
-        if key_padding_mask is not None:
-            kpm = key_padding_mask if isinstance(key_padding_mask, Tensor) else Tensor(np.asarray(key_padding_mask))
-            if kpm.dtype != bool and kpm.dtype.kind != "f":  # say it here: as_mask_array's wording is attn_mask's
-                raise TypeError(f"MultiHeadAttention: key_padding_mask must be bool (True = padding, ignored) "
-                                f"or float (added to the scores), got dtype {kpm.dtype}")
-            if kpm.shape != (B, S):
-                raise ValueError(f"MultiHeadAttention: key_padding_mask must be (B, S) = {(B, S)}, "
-                                 f"got shape {kpm.shape}")
-            kpm = kpm.reshape(B, 1, 1, S)  # (B, S) -> (B, 1, 1, S): same keys for every head and query
-            if kpm.dtype == bool:
-                allowed = _combine(allowed, ~kpm.data)  # True = padding -> False = may not attend
-            else:
-                a, b = _prepare_masks(kpm, False, shape, dtype, "key_padding_mask", "True = padding, ignored")
-                allowed = _combine(allowed, a)
-                bias = b if bias is None else bias + b
-        return allowed, bias
 
     def forward(self, query, key=None, value=None, key_padding_mask=None, attn_mask=None, is_causal=False,
                 need_weights=True, average_attn_weights=False):
@@ -119,7 +129,11 @@ class MultiHeadAttention(Module):
             raise TypeError(f"MultiHeadAttention: query, key and value dtypes ({query.dtype}, {key.dtype}, "
                             f"{value.dtype}) must match the parameters' dtype {pdtype}; convert the inputs "
                             f"(x.astype(...)) or build the module under that default dtype")
-        allowed, bias = self._masks(key_padding_mask, attn_mask, is_causal, B, L, S, query.dtype)
+        if self.attention != "dense":
+            if is_causal and attn_mask is not None:
+                raise ValueError("MultiHeadAttention: give attn_mask or is_causal=True, not both")
+            return self._forward_fast(query, key, value, key_padding_mask, attn_mask, is_causal, B, L, S)
+        allowed, bias = mha_masks(key_padding_mask, attn_mask, is_causal, B, H, L, S, query.dtype)
         common = (allowed, bias, self.dropout, None, need_weights, self.training, None)
         if self_attn and self._same_dims:
             # one fused linear for q, k and v, then a view per head
@@ -142,4 +156,5 @@ class MultiHeadAttention(Module):
         return y, weights
 
     def extra_repr(self):
-        return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, dropout={self.dropout}"
+        path = "" if self.attention == "dense" else f", attention={self.attention!r}"
+        return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, dropout={self.dropout}{path}"

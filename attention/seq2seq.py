@@ -7,6 +7,13 @@ reads a weighted sum of all encoder states, scored by any function in scores.py.
 Bahdanau's ordering: at step t the previous decoder state s_{t-1} is the query; the context c_t it
 reads feeds the GRU with the previous token, and the output layer sees [s_t; c_t].
 Letters: B batch, S source length, T target length, V vocabulary.
+
+    model = Seq2Seq(V, V, attention="additive")
+    logits, align = model(src, tgt_in, src_lengths)        # teacher forcing; tgt_in (B, T) starts with BOS
+    tokens, align = model.greedy(src, max_len, src_lengths=src_lengths)   # decoding, stops at EOS
+
+Token ids: `greedy` starts from BOS and stops a row at EOS, padding after it with PAD; the defaults are the
+ids of attention.tasks (PAD = 0, BOS = 1, EOS = 2), and any other ids can be passed.
 """
 import numpy as np
 
@@ -15,8 +22,10 @@ from minigrad.nn import Embedding, GRUCell, Linear, Module
 from minigrad.rnn import gru_sequence
 from minigrad.tensor import Tensor
 
+from .local import LOCAL_MODES, LuongLocalAttention
 from .masks import padding_mask_from_lengths
 from .scores import Attention, Score, make_score
+from .tasks import BOS, EOS, PAD
 
 
 def _ints(x, name):
@@ -27,7 +36,8 @@ def _ints(x, name):
 
 
 class Seq2Seq(Module):
-    """Encoder (optionally bidirectional GRU) -> decoder GRU with attention = None, a score name, or a Score."""
+    """Encoder (optionally bidirectional GRU) -> decoder GRU with attention = None, a score name, a Score,
+    or Luong's "local-m" / "local-p" (or a LuongLocalAttention, to choose its window)."""
 
     def __init__(self, src_vocab, tgt_vocab, emb_dim=32, enc_hidden=32, dec_hidden=64, bidirectional=True,
                  attention="additive", attn_hidden=None):
@@ -40,8 +50,12 @@ class Seq2Seq(Module):
         if bidirectional:
             self.enc_bwd = GRUCell(emb_dim, enc_hidden)
         self.bridge = Linear(self.enc_dim, dec_hidden)  # final encoder state -> first decoder state
+        if isinstance(attention, str) and attention in LOCAL_MODES:  # Luong's local-m / local-p (local.py)
+            attention = LuongLocalAttention(attention, dec_hidden, self.enc_dim)
         if attention is None or attention == "none":
             self.attn, ctx = None, 0
+        elif isinstance(attention, LuongLocalAttention):
+            self.attn, ctx = attention, self.enc_dim
         else:
             if isinstance(attention, str):
                 if attention in ("dot", "scaled_dot", "cosine") and dec_hidden != self.enc_dim:
@@ -120,20 +134,34 @@ class Seq2Seq(Module):
         return ops.stack(logits, axis=1), (None if self.attn is None else ops.stack(align, axis=1))
 
     @no_grad()
-    def greedy(self, src, max_len, bos, src_lengths=None):
-        """Greedy decoding -> (tokens (B, max_len) int array, alignments (B, max_len, S) array or None)."""
-        if max_len < 0:
-            raise ValueError(f"greedy: max_len must be >= 0, got {max_len}")
+    def greedy(self, src, max_len, bos=BOS, src_lengths=None, eos=EOS, pad=PAD):
+        """Greedy decoding: feed `bos`, then each step's argmax, until every row has emitted `eos` or max_len.
+
+        src (B, S) integer tokens (with src_lengths, PAD past each length is ignored). Returns
+        (tokens (B, max_len) int64: each row up to and including its first `eos`, `pad` after it;
+         alignments (B, max_len, S) attention weights, zero after a row's `eos`; None without attention).
+        Defaults are attention.tasks' ids: PAD = 0, BOS = 1, EOS = 2; eos=None decodes max_len steps.
+        """
+        if isinstance(max_len, bool) or not isinstance(max_len, (int, np.integer)) or max_len < 0:
+            raise ValueError(f"Seq2Seq.greedy: max_len must be an integer >= 0, got {max_len!r}")
         states, s, kpm = self.encode(src, src_lengths)
         if max_len == 0:  # nothing to generate: empty tokens (B, 0) and alignments (B, 0, S)
             B, S = states.shape[0], states.shape[1]
             return np.zeros((B, 0), np.int64), (None if self.attn is None else np.zeros((B, 0, S), states.dtype))
         prepared = None if self.attn is None else self.attn.score.prepare_keys(states)
-        y = np.full(states.shape[0], bos, dtype=np.int64)
-        tokens, align = [], []
-        for _ in range(max_len):
+        B, S = states.shape[0], states.shape[1]
+        tokens = np.full((B, max_len), pad, dtype=np.int64)
+        align = None if self.attn is None else np.zeros((B, max_len, S), dtype=states.dtype)
+        y = np.full(B, bos, dtype=np.int64)
+        done = np.zeros(B, dtype=bool)                               # True once a row has emitted eos
+        for t in range(max_len):
             lg, s, w = self.step(y, s, states, prepared, kpm)
             y = lg.data.argmax(axis=-1)
-            tokens.append(y)
-            align.append(None if w is None else w.data)
-        return np.stack(tokens, axis=1), (None if self.attn is None else np.stack(align, axis=1))
+            tokens[:, t] = np.where(done, pad, y)
+            if align is not None:
+                align[:, t] = np.where(done[:, None], 0.0, w.data)
+            if eos is not None:
+                done |= y == eos
+                if done.all():                                       # every row has ended: stop early
+                    break
+        return tokens, align

@@ -1,7 +1,7 @@
 """Run every benchmark (1 and 2 threads), append to results.jsonl, and write RESULTS.md for the README.
 
-Run: python benchmarks/run_all.py [--quick] [--threads 1 2] [--only mha mlp mlp_tiny chain seq2seq transformer] [--check]
-A full run takes about 5 minutes; --quick about 2.
+Run: python benchmarks/run_all.py [--quick] [--threads 1 2] [--only mha mlp mlp_tiny chain long seq2seq transformer]
+[--check]. A full run takes about 6 minutes; --quick about 2.
 """
 import argparse
 import json
@@ -12,11 +12,12 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make the `benchmarks` package importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks import bench_chain, bench_mha, bench_mlp, bench_mlp_tiny
+from benchmarks import bench_chain, bench_mha, bench_mlp, bench_mlp_tiny, long_attention
 from benchmarks import bench_seq2seq, bench_transformer
 from benchmarks.common import HERE, RESULTS_JSONL, fmt_time, print_check
 
-BENCHMARKS = {"mha": bench_mha, "mlp": bench_mlp, "mlp_tiny": bench_mlp_tiny, "chain": bench_chain}
+BENCHMARKS = {"mha": bench_mha, "mlp": bench_mlp, "mlp_tiny": bench_mlp_tiny, "chain": bench_chain,
+              "long": long_attention}
 BENCHMARKS.update({"seq2seq": bench_seq2seq, "transformer": bench_transformer})
 COLUMNS = ("numpy floor", "minigrad", "torch", "autograd (HIPS)", "mygrad", "micrograd")
 # the speed targets, float32, 1 thread: (workload, implementation, at most this many times, the reference's time)
@@ -27,7 +28,9 @@ TARGETS = [(bench_mha.WORKLOAD, "minigrad (Tensor ops)", 1.10, "numpy floor"),
            (bench_mlp_tiny.WORKLOAD, "minigrad (raw ops)", 1.6, "numpy floor"),
            (bench_chain.WORKLOAD, "minigrad", 0.6, "torch"),
            (bench_seq2seq.WORKLOAD, "minigrad (attention.Seq2Seq)", 0.80, bench_seq2seq.FLOOR),
-           (bench_transformer.WORKLOAD, "minigrad (attention layers)", 0.90, bench_transformer.FLOOR)]
+           (bench_transformer.WORKLOAD, "minigrad (attention layers)", 0.90, bench_transformer.FLOOR),
+           # sliding window vs the banded floor
+           (long_attention.WORKLOAD, long_attention.IMPL_NAMES[0], 1.25, "numpy floor")]
 
 
 def _column(name):

@@ -21,10 +21,18 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 EXAMPLES = [
     ("moons", "the engine: an MLP trained by backpropagation"),
     ("autodiff_tour", "the engine made visible: graphs and traces of an expression and an attention layer"),
+    ("bottleneck", "the information bottleneck: one fixed-size vector vs attention over every encoder state (E1)"),
     ("pooling", "attention pooling: a query weighs values by how well it matches their keys (E0)"),
+    ("scores", "score functions: dot, scaled dot, general, additive, cosine all match query to key (E4)"),
     ("scaling", "why 1/sqrt(d_k): unscaled dot products saturate the softmax and slow learning (E2)"),
     ("heads", "multi-head attention: one head per thing to look for (E3)"),
-    ("scores", "score functions: dot, scaled dot, general, additive, cosine all match query to key (E4)"),
+    ("translate", "cross-attention: an encoder-decoder Transformer reverses and sorts token sequences (E5)"),
+    ("local_attention", "local attention: stacked windows reach layers*w tokens, a global token the rest; memory O(L w)"),
+    ("sparse_patterns", "Sparse Transformer patterns: O(L sqrt L) pairs; strided suits periodic data"),
+    ("long_attention", "memory-efficient attention is exact (1e-12) in O(L * chunk) memory"),
+    ("pointer", "hard attention reads one cell and learns where by REINFORCE; soft attention reads all cells"),
+    ("glimpse", "hard attention reads one glimpse of a cluttered canvas where a learned policy looks; soft reads every patch"),
+    ("ram", "a recurrent attention model decides where to look next (Gaussian policy), a slow learner"),
 ]
 
 

@@ -70,22 +70,30 @@ class Module:
         return self.forward(*args, **kwargs)
 
     # ---- traversal ---------------------------------------------------------------------------
-    def named_modules(self, prefix=""):
+    def named_modules(self, memo=None, prefix="", remove_duplicate=True):
+        """(dotted name, module) pairs, self first; a module reachable twice is listed once (as torch)."""
+        if remove_duplicate:
+            memo = set() if memo is None else memo
+            if id(self) in memo:
+                return
+            memo.add(id(self))
         yield prefix, self
         for name, m in self._modules.items():
-            yield from m.named_modules(f"{prefix}.{name}" if prefix else name)
+            if m is not None:
+                yield from m.named_modules(memo, f"{prefix}.{name}" if prefix else name, remove_duplicate)
 
     def modules(self):
         return (m for _, m in self.named_modules())
 
     def children(self):
-        return iter(self._modules.values())
+        """The direct submodules, each once."""
+        return (m for _, m in self.named_children())
 
     def named_parameters(self, prefix="", remove_duplicate=True):
         """(dotted name, Parameter) pairs, as torch.nn.Module: each parameter once, under its first name,
         or (remove_duplicate=False) under every name it is reachable by (tied weights)."""
         seen = set()
-        for mprefix, m in self.named_modules(prefix):
+        for mprefix, m in self.named_modules(prefix=prefix, remove_duplicate=False):
             for name, p in m._parameters.items():
                 if p is not None and (not remove_duplicate or id(p) not in seen):
                     seen.add(id(p))
@@ -94,9 +102,13 @@ class Module:
     def parameters(self):
         return [p for _, p in self.named_parameters()]
 
-    def zero_grad(self):
+    def zero_grad(self, set_to_none=True):
+        """Drop every parameter's gradient (set_to_none=False: fill it with zeros in place, as torch)."""
         for p in self.parameters():
-            p.grad = None
+            if set_to_none:
+                p.grad = None
+            elif p.grad is not None:
+                p.grad[...] = 0
 
     def train(self, mode=True):
         for m in self.modules():
@@ -109,9 +121,61 @@ class Module:
     def num_parameters(self):
         return sum(p.size for p in self.parameters())
 
+    # ---- PyTorch's module utilities (issue 13) ----------------------------------------------------
+    def named_children(self):
+        """(name, module) pairs of the direct submodules; one reachable under two names is listed once."""
+        seen = set()
+        for name, m in self._modules.items():
+            if m is not None and id(m) not in seen:
+                seen.add(id(m))
+                yield name, m
+
+    def apply(self, fn):
+        """Call fn(m) on every submodule, children first, then on self (as torch); returns self."""
+        for m in self.children():
+            m.apply(fn)
+        fn(self)
+        return self
+
+    def requires_grad_(self, requires_grad=True):
+        """Switch gradient tracking on or off for every parameter (e.g. to freeze a part); returns self."""
+        for p in self.parameters():
+            p.requires_grad = bool(requires_grad)
+        return self
+
+    def to(self, dtype):
+        """Cast every parameter and float buffer to a float dtype, in place (the Parameter objects stay the
+        same, so an optimizer built before still holds them); 'cpu' changes nothing. Returns self."""
+        if isinstance(dtype, str) and dtype == "cpu":
+            return self
+        try:
+            dt = np.dtype(dtype)
+        except TypeError:
+            raise TypeError(f"{type(self).__name__}.to: a float dtype (or 'cpu') expected, got {dtype!r}") from None
+        if dt not in (np.float32, np.float64):
+            raise TypeError(f"{type(self).__name__}.to: float32 or float64 expected, got {dt}")
+        for p in self.parameters():
+            p.data = p.data.astype(dt)
+            if p.grad is not None:
+                p.grad = p.grad.astype(dt)
+        for _, m, attr in self._named_buffers():
+            old = getattr(m, attr)
+            arr = _array(old)
+            if isinstance(arr, np.ndarray) and arr.dtype.kind == "f":
+                object.__setattr__(m, attr, Tensor(arr.astype(dt)) if isinstance(old, Tensor) else arr.astype(dt))
+        return self
+
+    def double(self):
+        """Cast parameters and float buffers to float64 (see to)."""
+        return self.to(np.float64)
+
+    def float(self):
+        """Cast parameters and float buffers to float32 (see to)."""
+        return self.to(np.float32)
+
     # ---- state ---------------------------------------------------------------------------------
     def _named_buffers(self):
-        for mprefix, m in self.named_modules():
+        for mprefix, m in self.named_modules(remove_duplicate=False):
             for name in m._buffers:
                 yield (f"{mprefix}.{name}" if mprefix else name), m, name
 
@@ -243,12 +307,23 @@ class Linear(Module):
 
 
 class Embedding(Module):
-    """A lookup table (num_embeddings, embedding_dim), N(0, 1) init as PyTorch."""
+    """A lookup table (num_embeddings, embedding_dim), N(0, 1) init as PyTorch.
 
-    def __init__(self, num_embeddings, embedding_dim):
+    padding_idx: that row starts at zero and never receives a gradient (as torch), e.g. for a padding token.
+    """
+
+    def __init__(self, num_embeddings, embedding_dim, padding_idx=None):
         super().__init__()
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        if padding_idx is not None:
+            if not isinstance(padding_idx, (int, np.integer)) or not -num_embeddings <= padding_idx < num_embeddings:
+                raise ValueError(f"Embedding: padding_idx must be an int in [-{num_embeddings}, {num_embeddings}), "
+                                 f"got {padding_idx!r}")
+            padding_idx = int(padding_idx) % num_embeddings
+        self.padding_idx = padding_idx
         self.weight = normal_(parameter(num_embeddings, embedding_dim))
+        if padding_idx is not None:
+            self.weight.data[padding_idx] = 0
 
     def forward(self, idx):
         i = idx.data if isinstance(idx, Tensor) else np.asarray(idx)
@@ -257,10 +332,15 @@ class Embedding(Module):
         if i.size and (i.min() < 0 or i.max() >= self.num_embeddings):
             raise IndexError(f"Embedding: indices must be in [0, {self.num_embeddings}), "
                              f"got range [{i.min()}, {i.max()}]")
-        return self.weight[i]
+        out = self.weight[i]
+        if self.padding_idx is not None:  # the padding row's value, as a constant: no gradient reaches it
+            pad = (i == self.padding_idx)[..., None]
+            out = ops.where(pad, Tensor(out.data), out)
+        return out
 
     def extra_repr(self):
-        return f"{self.num_embeddings}, {self.embedding_dim}"
+        pad = "" if self.padding_idx is None else f", padding_idx={self.padding_idx}"
+        return f"{self.num_embeddings}, {self.embedding_dim}{pad}"
 
 
 class LayerNorm(Module):
@@ -368,13 +448,45 @@ class ModuleList(Module):
         return self
 
     def __getitem__(self, i):
-        return list(self._modules.values())[i]
+        mods = list(self._modules.values())
+        if isinstance(i, slice):  # a slice is a container of the same kind (as torch), renumbered from 0
+            return self._from_list(mods[i])
+        try:
+            return mods[i]
+        except (IndexError, TypeError):
+            raise IndexError(f"{type(self).__name__}: index {i!r} is out of range for {len(mods)} modules") from None
+
+    def _from_list(self, mods):
+        return ModuleList(mods)
+
+    def __setitem__(self, i, m):
+        keys = list(self._modules)
+        if not isinstance(i, (int, np.integer)) or not -len(keys) <= i < len(keys):
+            raise IndexError(f"{type(self).__name__}: index {i!r} is out of range for {len(keys)} modules")
+        if not isinstance(m, Module):
+            raise TypeError(f"{type(self).__name__}: only Modules can be stored, got {type(m).__name__}")
+        self._modules[keys[i]] = m  # in place: the module keeps its position
+        object.__setattr__(self, keys[i], m)
 
     def __len__(self):
         return len(self._modules)
 
     def __iter__(self):
         return iter(self._modules.values())
+
+    def extend(self, modules):
+        """Append each module in turn."""
+        for m in modules:
+            self.append(m)
+        return self
+
+    def insert(self, index, m):
+        """Insert before index; later modules are renumbered, as torch."""
+        mods = list(self._modules.values())
+        mods.insert(index, m)
+        self._modules.clear()
+        for k, mod in enumerate(mods):
+            setattr(self, str(k), mod)
 
 
 class Sequential(ModuleList):
@@ -383,10 +495,75 @@ class Sequential(ModuleList):
     def __init__(self, *modules):
         super().__init__(modules)
 
+    def _from_list(self, mods):
+        return Sequential(*mods)
+
     def forward(self, x):
         for m in self._modules.values():
             x = m(x)
         return x
+
+
+class ModuleDict(Module):
+    """Modules by name (string keys, insertion order), each registered under its key as in PyTorch."""
+
+    def __init__(self, modules=None):
+        super().__init__()
+        if modules is not None:
+            self.update(modules)
+
+    def _key(self, key):
+        if not isinstance(key, str):
+            raise TypeError(f"ModuleDict: keys must be strings, got {type(key).__name__} {key!r}")
+        if "." in key or not key:
+            raise KeyError(f"ModuleDict: a key must be a non-empty name without '.', got {key!r}")
+        return key
+
+    def __getitem__(self, key):
+        if key not in self._modules:
+            raise KeyError(f"ModuleDict: no module named {key!r} (keys: {list(self._modules)})")
+        return self._modules[key]
+
+    def __setitem__(self, key, m):
+        if not isinstance(m, Module):
+            raise TypeError(f"ModuleDict: values must be Modules, got {type(m).__name__} for key {key!r}")
+        setattr(self, self._key(key), m)
+
+    def __delitem__(self, key):
+        self.pop(key)
+
+    def __contains__(self, key):
+        return key in self._modules
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules)
+
+    def keys(self):
+        """The names, in order."""
+        return self._modules.keys()
+
+    def values(self):
+        """The modules, in order."""
+        return self._modules.values()
+
+    def items(self):
+        """(name, module) pairs, in order."""
+        return self._modules.items()
+
+    def pop(self, key):
+        """Remove the module under key and return it."""
+        m = self[key]
+        del self._modules[key]
+        object.__delattr__(self, key)
+        return m
+
+    def update(self, modules):
+        """Add (name, module) pairs from a dict or an iterable of pairs."""
+        for k, m in (modules.items() if hasattr(modules, "items") else modules):
+            self[k] = m
 
 
 class _Activation(Module):
@@ -426,28 +603,13 @@ class Softmax(Module):
         return ops.softmax(x, self.dim)
 
 
-# ---- save / load (.npz: arrays only, never pickled code) ------------------------------------------
-
-def save(obj, path):
-    """Save a Module's state dict, a dict of arrays/Tensors, or one array/Tensor to an .npz file."""
-    if isinstance(obj, Module):
-        obj = obj.state_dict()
-    if isinstance(obj, (Tensor, np.ndarray)):
-        obj = {"__tensor__": obj}
-    if not isinstance(obj, dict):
-        raise TypeError(f"save: expected a Module, a dict of arrays or a Tensor, got {type(obj).__name__}")
-    arrays = {}
-    for k, v in obj.items():
-        v = v.data if isinstance(v, Tensor) else np.asarray(v)
-        if v.dtype == object:
-            raise TypeError(f"save: entry '{k}' is not a numeric array")
-        arrays[str(k)] = v
-    with open(path, "wb") as f:  # an open file keeps np.savez from appending '.npz' to the name
-        np.savez(f, **arrays)
+# ---- save / load live in serialization.py (nested checkpoints, never pickled); nn.save / nn.load stay
+from .serialization import load, save  # noqa: E402,F401
 
 
-def load(path):
-    """Load what save() wrote: a dict of name -> ndarray (or the one array that was saved)."""
-    with np.load(path, allow_pickle=False) as z:
-        d = OrderedDict((k, z[k]) for k in z.files)
-    return d["__tensor__"] if list(d) == ["__tensor__"] else d
+# the loss modules (losses.py), as torch.nn has them
+from .losses import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, KLDivLoss, L1Loss,  # noqa: E402,F401
+                     MSELoss, NLLLoss, SmoothL1Loss)
+
+# torch.nn.init's namespace for the initialisers above (nn.init.xavier_uniform_(w), as in torch)
+from . import init  # noqa: E402,F401

@@ -436,8 +436,10 @@ def gelu(a, approximate="none"):
     return _make(out.astype(x.dtype, copy=False), (a,), backward, "gelu")
 
 
-def where(cond, a, b):
-    """cond ? a : b elementwise; cond carries no gradient."""
+def where(cond, a=None, b=None):
+    """cond ? a : b elementwise; cond carries no gradient. where(cond) alone is nonzero(cond, as_tuple=True)."""
+    if a is None and b is None:
+        return nonzero(cond, as_tuple=True)
     c = cond.data if isinstance(cond, Tensor) else np.asarray(cond)
     if c.dtype != bool:
         raise TypeError(f"where: condition must be boolean, got dtype {c.dtype}")
@@ -706,3 +708,13 @@ def matmul(a, b):
 from .fused import cross_entropy, einsum, gru_cell, layer_norm, linear, log_softmax, softmax  # noqa: E402,F401
 from .shape import (cat, concat, expand, flatten, gather, getitem, pad, reshape, squeeze, stack,  # noqa: E402,F401
                     swapaxes, transpose, unsqueeze)
+
+# PyTorch's further elementwise/reduction primitives (more_ops.py) and splitting/tiling ops (shape.py)
+from .more_ops import (ceil, clamp, clip, cos, cumsum, expm1, floor, log1p, maximum,  # noqa: E402,F401
+                       minimum, norm, outer, prod, round, sign, sin, std, tril, triu)
+from .shape import chunk, flip, masked_select, nonzero, repeat, roll, split, tile  # noqa: E402,F401
+
+# every reduction takes PyTorch's keepdim= beside keepdims= (one wrapper maps it: tensor._with_keepdim)
+_with_keepdim = _t._with_keepdim
+sum, mean, var, max, min, logsumexp, argmax, argmin, prod, norm, std = map(
+    _with_keepdim, (sum, mean, var, max, min, logsumexp, argmax, argmin, prod, norm, std))

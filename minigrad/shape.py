@@ -193,3 +193,120 @@ def pad(a, pad_width, value=0.0):
     out = np.pad(a.data, pw, constant_values=value)
     crop = tuple(slice(b, b + n) for (b, _), n in zip(pw, a.shape))
     return _make(out, (a,), lambda g: (g[crop],), "pad")  # the gradient of the border is dropped
+
+
+# ---- PyTorch's splitting, tiling and reordering ops -------------------------------------------------
+
+def split(a, split_size_or_sections, dim=0):
+    """Pieces along `dim`: of size split_size each (the last may be smaller), or of the listed sizes."""
+    a = as_tensor(a)
+    if a.ndim == 0:
+        raise ValueError("split: a 0-d tensor has no dim to split")
+    dim = _check_axis("split", dim, a.ndim, a.shape)
+    n = a.shape[dim]
+    s = split_size_or_sections
+    if isinstance(s, (int, np.integer)) and not isinstance(s, bool):
+        if s <= 0:
+            raise ValueError(f"split: split_size must be a positive int, got {s}")
+        sizes = [s] * (n // s) + ([n % s] if n % s else [])
+    else:
+        sizes = [int(k) for k in s]
+        if sum(sizes) != n or any(k < 0 for k in sizes):
+            raise ValueError(f"split: sections {list(s)} must be non-negative and sum to the size {n} of dim {dim} "
+                             f"(shape {a.shape})")
+    pieces, start = [], 0
+    for k in sizes or [0]:
+        index = (slice(None),) * dim + (slice(start, start + k),)
+        pieces.append(getitem(a, index))  # each piece is a slice: its gradient goes back to its place
+        start += k
+    return tuple(pieces)
+
+
+
+def chunk(a, chunks, dim=0):
+    """`chunks` pieces along `dim` of size ceil(n / chunks) each, as torch.chunk (there may be fewer)."""
+    a = as_tensor(a)
+    if not isinstance(chunks, (int, np.integer)) or chunks <= 0:
+        raise ValueError(f"chunk: chunks must be a positive int, got {chunks!r}")
+    if a.ndim == 0:
+        raise ValueError("chunk: a 0-d tensor has no dim to split")
+    n = a.shape[_check_axis("chunk", dim, a.ndim, a.shape)]
+    return split(a, max(1, -(-n // chunks)), dim)
+
+
+
+def tile(a, *dims):
+    """Repeat the whole tensor dims[i] times along axis i, as torch.tile (missing leading dims count as 1)."""
+    a = as_tensor(a)
+    reps = _shape_arg(dims)
+    if any(not isinstance(r, (int, np.integer)) or r < 0 for r in reps):
+        raise ValueError(f"tile: repetitions must be non-negative ints, got {reps}")
+    nd = max(len(reps), a.ndim)
+    reps = (1,) * (nd - len(reps)) + tuple(reps)
+    shape = (1,) * (nd - a.ndim) + a.shape
+    x = a.data.reshape(shape)
+    out = np.tile(x, reps)
+    in_shape = a.shape
+
+    def backward(g):  # view g as (r0, n0, r1, n1, ...) and sum over the repeat axes
+        g = g.reshape([k for r, n in zip(reps, shape) for k in (r, n)])
+        return (g.sum(axis=tuple(range(0, 2 * nd, 2))).reshape(in_shape),)
+    return _make(out, (a,), backward, "tile")
+
+
+def repeat(a, *sizes):
+    """torch.Tensor.repeat: tile with at least as many sizes as dims (not NumPy's repeat: see repeat_interleave)."""
+    a = as_tensor(a)
+    sizes = _shape_arg(sizes)
+    if len(sizes) < a.ndim:
+        raise ValueError(f"repeat: needs at least {a.ndim} sizes for shape {a.shape}, got {sizes}")
+    return tile(a, sizes)
+
+
+def flip(a, dims):
+    """Reverse the order of entries along each axis in dims."""
+    a = as_tensor(a)
+    dims = (dims,) if isinstance(dims, (int, np.integer)) else tuple(dims)
+    axes = _norm_axes(dims, a.shape, "flip")
+    return _make(np.flip(a.data, axes), (a,), lambda g: (np.flip(g, axes),), "flip")  # flip g back
+
+
+def roll(a, shifts, dims=None):
+    """Shift entries cyclically along dims (over the flattened tensor when dims is None), as torch.roll."""
+    a = as_tensor(a)
+    if dims is None:
+        if not isinstance(shifts, (int, np.integer)):
+            raise ValueError(f"roll: without dims, shifts must be one int, got {shifts!r}")
+        shape = a.shape
+        out = np.roll(a.data.reshape(-1), shifts).reshape(shape)
+        return _make(out, (a,), lambda g: (np.roll(g.reshape(-1), -shifts).reshape(shape),), "roll")
+    one = isinstance(shifts, (int, np.integer))
+    shifts = (shifts,) if one else tuple(shifts)
+    dims = (dims,) if isinstance(dims, (int, np.integer)) else tuple(dims)
+    if len(shifts) != len(dims):
+        raise ValueError(f"roll: {len(shifts)} shifts for {len(dims)} dims; give one shift per dim")
+    dims = tuple(_check_axis("roll", d, a.ndim, a.shape) for d in dims)
+    back = tuple(-s for s in shifts)
+    return _make(np.roll(a.data, shifts, dims), (a,), lambda g: (np.roll(g, back, dims),), "roll")  # roll g back
+
+
+def masked_select(a, mask):
+    """The entries where mask (broadcast with the input) is True, as a 1-D tensor."""
+    a = as_tensor(a)
+    m = mask.data if isinstance(mask, Tensor) else np.asarray(mask)
+    if m.dtype != bool:
+        raise TypeError(f"masked_select: mask must be boolean, got dtype {m.dtype}")
+    try:
+        shape = np.broadcast_shapes(a.shape, m.shape)
+    except ValueError:
+        raise ValueError(f"masked_select: mask {m.shape} does not broadcast with input {a.shape}") from None
+    return getitem(expand(a, shape), np.broadcast_to(m, shape))
+
+
+def nonzero(a, as_tuple=False):
+    """Indices of the non-zero (True) entries: an (n, ndim) int64 tensor, or one index tensor per dim."""
+    x = a.data if isinstance(a, Tensor) else np.asarray(a)
+    idx = np.nonzero(x) if x.ndim else np.nonzero(x.reshape(1))
+    if as_tuple:
+        return tuple(Tensor(i.astype(np.int64)) for i in idx)
+    return Tensor(np.stack(idx, -1).astype(np.int64).reshape(-1, x.ndim))

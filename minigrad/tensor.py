@@ -12,7 +12,6 @@ import types
 
 import numpy as np
 
-from . import trace as _trace
 from .blas import colsum
 
 _default_dtype = np.float32
@@ -80,7 +79,7 @@ class _SetGradMode:
     def __call__(self, fn):
         mode = self.mode
 
-        @functools.wraps(fn)
+        @functools.wraps(fn)  # keeps the name, docstring and signature, so help() shows them
         def wrapped(*args, **kwargs):
             with set_grad_enabled(mode):
                 return fn(*args, **kwargs)
@@ -482,14 +481,87 @@ class Tensor:
     def T(self):
         return ops.transpose(self)
 
+    # ---- PyTorch's further methods (issue 13): each a one-liner onto ops, or a dtype/shape query ------
+    def pow(self, exponent): return ops.pow(self, exponent)
+    def clamp(self, min=None, max=None): return ops.clamp(self, min, max)
+    clip = clamp
+    def sin(self): return ops.sin(self)
+    def cos(self): return ops.cos(self)
+    def log1p(self): return ops.log1p(self)
+    def expm1(self): return ops.expm1(self)
+    def sign(self): return ops.sign(self)
+    def floor(self): return ops.floor(self)
+    def ceil(self): return ops.ceil(self)
+    def round(self, decimals=0): return ops.round(self, decimals)
+    def maximum(self, other): return ops.maximum(self, other)
+    def minimum(self, other): return ops.minimum(self, other)
+    def tril(self, diagonal=0): return ops.tril(self, diagonal)
+    def triu(self, diagonal=0): return ops.triu(self, diagonal)
+    def outer(self, other): return ops.outer(self, other)
+    def cumsum(self, axis=None, dim=None): return ops.cumsum(self, axis, dim)
+    def prod(self, axis=None, keepdims=False, dim=None): return ops.prod(self, axis, keepdims, dim)
+    def norm(self, p=2, axis=None, keepdims=False, dim=None): return ops.norm(self, p, axis, keepdims, dim)
+    def std(self, axis=None, keepdims=False, dim=None, correction=1):
+        return ops.std(self, axis, keepdims, dim, correction=correction)
+    def chunk(self, chunks, dim=0): return ops.chunk(self, chunks, dim)
+    def split(self, split_size_or_sections, dim=0): return ops.split(self, split_size_or_sections, dim)
+    def tile(self, *dims): return ops.tile(self, *dims)
+    def repeat(self, *sizes): return ops.repeat(self, *sizes)
+    def flip(self, dims): return ops.flip(self, dims)
+    def roll(self, shifts, dims=None): return ops.roll(self, shifts, dims)
+    def gather(self, dim, index): return ops.gather(self, dim, index)
+    def masked_select(self, mask): return ops.masked_select(self, mask)
+    def nonzero(self, as_tuple=False): return ops.nonzero(self, as_tuple)
+
+    def numel(self):
+        """The number of elements (as torch.numel)."""
+        return self.data.size
+
+    def dim(self):
+        """The number of dims (as torch's Tensor.dim; also .ndim)."""
+        return self.data.ndim
+
+    def contiguous(self):
+        """A no-op: NumPy handles strides, so every Tensor is usable as it is."""
+        return self
+
+    def long(self):
+        """An int64 copy (no gradient: integers carry none)."""
+        return Tensor(self.data.astype(np.int64))
+
+    def int(self):
+        """An int32 copy (no gradient: integers carry none)."""
+        return Tensor(self.data.astype(np.int32))
+
+    def bool(self):
+        """A boolean copy (no gradient)."""
+        return Tensor(self.data.astype(bool))
+
+    def to(self, dtype):
+        """A cast to `dtype` (differentiable for float dtypes); 'cpu' is accepted and changes nothing."""
+        if isinstance(dtype, str) and dtype == "cpu":
+            return self
+        try:
+            dt = np.dtype(dtype)
+        except TypeError:
+            raise TypeError(f"to: a dtype (or 'cpu') expected, got {dtype!r}") from None
+        if dt == self.dtype:
+            return self
+        if dt.kind in "fc":
+            return ops.astype(self, dt)
+        return Tensor(self.data.astype(dt))  # integer and bool casts carry no gradient
+
+
+_tracer = None  # the running minigrad.trace(), if any (set by trace.py)
+
 
 def _make(data, parents, backward, op):
     """Wrap `data` as the output of `op`; record the graph only if some parent needs a gradient.
 
     Lives here, beside the grad-mode and version state it reads as plain globals (the hottest path there is).
     """
-    if _trace._active is not None:  # minigrad.trace() is recording: it times this node's backward
-        backward = _trace._active.node(data, parents, backward, op)
+    if _tracer is not None:  # minigrad.trace() is recording: it times this node's forward and backward
+        backward = _tracer.node(data, parents, backward, op)
     out = Tensor.__new__(Tensor)
     out.data = data if type(data) is np.ndarray else np.asarray(data)
     out.grad = None
@@ -677,3 +749,21 @@ def _into_leaf(leaf, g, fresh):
 
 
 from . import ops  # noqa: E402  (ops needs Tensor; Tensor's methods need ops at call time)
+
+
+def _with_keepdim(fn):
+    """Let a reduction take PyTorch's `keepdim=` beside NumPy's `keepdims=` (the one place that maps it)."""
+    @functools.wraps(fn)
+    def wrapped(*args, keepdim=None, **kwargs):
+        if keepdim is not None:
+            if "keepdims" in kwargs:
+                raise TypeError(f"{fn.__name__}: give keepdim or keepdims, not both")
+            kwargs["keepdims"] = keepdim
+        return fn(*args, **kwargs)
+    return wrapped
+
+
+# PyTorch's keepdim= beside keepdims= on every reduction method (the same wrapper as ops' reductions)
+for _name in ("sum", "mean", "var", "max", "min", "logsumexp", "argmax", "argmin", "prod", "norm", "std"):
+    setattr(Tensor, _name, _with_keepdim(getattr(Tensor, _name)))
+del _name

@@ -7,7 +7,7 @@
     # backward time, and the norm of the gradient that reached the op's output in backward
     tr.rows          # the same rows as dicts;  tr.by_op() sums them per op
 
-How: while a trace is active, every graph node the engine makes (ops._make) is recorded, and its backward
+How: while a trace is active, every node the engine makes (tensor._make) is recorded, and its backward
 closure is wrapped in a timer. An op's forward time runs from the moment its public function was called
 (the public functions of minigrad's op modules and of the attention package, and Module.__call__, are
 wrapped for the duration) to the moment its node was made; inside a composite or a module, a node is timed
@@ -18,7 +18,9 @@ import time
 
 import numpy as np
 
-_active = None  # the running Trace, read by tensor._make
+from . import tensor as _t
+
+_active = None  # the running Trace (tensor._tracer points to it while it runs)
 
 
 class Trace:
@@ -30,7 +32,7 @@ class Trace:
 
     # ---- called by the engine --------------------------------------------------------------
     def node(self, data, parents, backward, op):
-        """Record a node made by ops._make; returns the backward closure, wrapped in a timer."""
+        """Record a node made by tensor._make; returns the backward closure, wrapped in a timer."""
         now = time.perf_counter()
         forward_ms = None  # unknown for a node made outside any public op call
         if self._starts:
@@ -59,7 +61,8 @@ class Trace:
         call.__wrapped__ = fn
         return call
 
-    _SOURCES = ("minigrad.ops", "minigrad.shape", "minigrad.fused", "minigrad.functional", "attention.")
+    _SOURCES = ("minigrad.ops", "minigrad.shape", "minigrad.fused", "minigrad.more_ops", "minigrad.functional",
+                "minigrad.losses", "minigrad.rnn", "attention.")
 
     def __enter__(self):
         global _active
@@ -82,12 +85,12 @@ class Trace:
         from .nn import Module  # a module's call times the nodes it makes itself (a fused kernel, say)
         self._saved.append((Module, "__call__", Module.__call__))
         Module.__call__ = self._wrap(Module.__call__)
-        _active = self
+        _active = _t._tracer = self
         return self
 
     def __exit__(self, *exc):
         global _active
-        _active = None
+        _active = _t._tracer = None
         for owner, name, fn in reversed(self._saved):
             setattr(owner, name, fn)
         self._saved.clear()

@@ -129,7 +129,7 @@ ERRORS = [
     ("gru_cell-bias", lambda: mg.ops.gru_cell(t(4, 3), t(4, 2), t(6, 3), t(6, 2), t(5)), ValueError,
      r"gru_cell: biases of shape \(6,\) expected, got \(5,\)"),
     ("mse_loss", lambda: F.mse_loss(t(2, 3), t(3, 2)), ValueError, r"mse_loss: input \(2, 3\) and target \(3, 2\)"),
-    ("nll_loss", lambda: F.nll_loss(t(2, 3), np.zeros(3, int)), ValueError, r"nll_loss: .*got \(2, 3\) and \(3,\)"),
+    ("nll_loss", lambda: F.nll_loss(t(2, 3), np.zeros(3, int)), ValueError, r"nll_loss: input \(2, 3\) needs target of shape \(2,\), got \(3,\)"),
     ("bce", lambda: F.binary_cross_entropy_with_logits(t(2), t(3)), ValueError,
      r"binary_cross_entropy_with_logits: logits \(2,\) and target \(3,\) differ"),
     ("dropout-p", lambda: F.dropout(t(3), p=1.5), ValueError, r"dropout: p must be in \[0, 1\], got 1.5"),
@@ -166,7 +166,8 @@ ERRORS = [
      r"WarmupCosine: need 0 <= warmup < total, got warmup=10, total=5"),
     ("clip-nan", lambda: optim.clip_grad_norm_([_with_grad(np.array([np.nan]))], 1.0), FloatingPointError,
      r"clip_grad_norm_: the gradient norm is nan"),
-    ("save-object", lambda: mg.save([1, 2], "/nonexistent.npz"), TypeError, r"save: expected a Module, a dict of arrays or a Tensor, got list"),
+    ("save-object", lambda: mg.save({"f": print}, "/nonexistent.npz"), TypeError,
+     r"save: cannot store builtin_function_or_method at 'f' without pickle"),
 ]
 
 

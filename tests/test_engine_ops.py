@@ -36,6 +36,11 @@ def _draw(shape, dom, rng):
         return rng.uniform(0.5, 2.0, shape)
     if dom == "nonzero":
         return rng.choice([-1.0, 1.0], shape) * rng.uniform(0.5, 1.5, shape)
+    if dom == "spread_abs":  # magnitudes at least 0.1 apart, random signs (inf-norm without near-ties)
+        n = int(np.prod(shape))
+        return ((rng.permutation(n) + 1) * 0.1 * rng.choice([-1.0, 1.0], n)).reshape(shape)
+    if dom == "any_gt_-1":  # log1p's domain, negatives included
+        return rng.uniform(-0.9, 2.0, shape)
     if dom == "spread":  # distinct values at least 0.1 apart (max/min without near-ties)
         n = int(np.prod(shape))
         return (rng.permutation(n) * 0.1 - 0.05 * n).reshape(shape)
@@ -339,6 +344,108 @@ row("gru_cell", "gru_cell", mg.ops.gru_cell, gru_ref, [(4, 3), (4, 2), (6, 3), (
 row("gru_cell-no-bias", "gru_cell", mg.ops.gru_cell, gru_ref, [(4, 3), (4, 2), (6, 3), (6, 2)])
 row("gru_cell-broadcast-batch", "gru_cell", mg.ops.gru_cell, gru_ref, [(2, 4, 3), (4, 2), (6, 3), (6, 2), (6,), (6,)])
 
+
+# ---- PyTorch's further methods and functions (issue 13) ------------------------------------------
+MORE_UNARY = [
+    ("sin", lambda x: x.sin(), np.sin, "any"),
+    ("cos", mg.cos, np.cos, "any"),
+    ("log1p", lambda x: x.log1p(), np.log1p, "pos"),
+    ("log1p", mg.log1p, np.log1p, "any_gt_-1"),
+    ("expm1", lambda x: x.expm1(), np.expm1, "any"),
+    ("pow", lambda x: x.pow(3), lambda x: x ** 3, "any"),
+    ("pow", lambda x: mg.pow(x, 0.5), np.sqrt, "pos"),
+    ("clamp", lambda x: x.clamp(-0.5, 0.7), lambda x: np.clip(x, -0.5, 0.7), "any"),
+    ("clamp", lambda x: x.clamp(min=0.1), lambda x: np.maximum(x, 0.1), "any"),
+    ("clamp", lambda x: mg.clip(x, max=-0.2), lambda x: np.minimum(x, -0.2), "any"),
+    # piecewise constant: the gradient is zero (gradcheck agrees away from the jumps, which draw() avoids)
+    ("sign", lambda x: x.sign() + x, lambda x: np.sign(x) + x, "nonzero"),
+    ("floor", lambda x: (x * 3.0).floor() * x, lambda x: np.floor(x * 3) * x, "any"),
+    ("ceil", lambda x: mg.ceil(x * 3.0) * x, lambda x: np.ceil(x * 3) * x, "any"),
+    ("round", lambda x: (x * 3.0).round() * x, lambda x: np.round(x * 3) * x, "any"),
+    ("round", lambda x: x.round(decimals=1) * x, lambda x: np.round(x, 1) * x, "any"),
+]
+for k, (name, f, ref, dom) in enumerate(MORE_UNARY):
+    for shape in [(), (2, 3)]:
+        row(f"{name}-more{k}-{shape}", name, f, ref, [shape], dom)
+row("clamp-array-bound", "clamp", lambda x: x.clip(np.array([-1.0, 0.0, 0.5]), 1.0),
+    lambda x: np.clip(x, [-1.0, 0.0, 0.5], 1.0), [(2, 3)])
+for sa, sb in PAIRS:
+    row(f"maximum-{sa}-{sb}", "maximum", mg.maximum, np.maximum, [sa, sb])
+    row(f"minimum-{sa}-{sb}", "minimum", lambda a, b: a.minimum(b), np.minimum, [sa, sb])
+for d in [0, 1, -1, 2]:
+    row(f"tril-{d}", "tril", (lambda d: lambda x: x.tril(d))(d), (lambda d: lambda x: np.tril(x, d))(d), [(2, 3, 4)])
+    row(f"triu-{d}", "triu", (lambda d: lambda x: mg.triu(x, diagonal=d))(d), (lambda d: lambda x: np.triu(x, d))(d),
+        [(3, 4)])
+row("outer", "outer", mg.outer, np.outer, [(3,), (4,)])
+row("outer-method", "outer", lambda a, b: a.outer(b), np.outer, [(2,), (1,)])
+for axis in [0, 1, -1]:
+    row(f"cumsum-{axis}", "cumsum", (lambda a: lambda x: x.cumsum(dim=a))(axis),
+        (lambda a: lambda x: np.cumsum(x, a))(axis), [(2, 3, 4)])
+row("cumsum-0d", "cumsum", lambda x: mg.cumsum(x, 0), lambda x: x, [()])
+PROD = [None, 0, 1, -1, (0, 2)]
+for axis in PROD:
+    for kd in [False, True]:
+        row(f"prod-axis{axis}-keep{kd}", "prod", (lambda a, kd: lambda x: x.prod(axis=a, keepdim=kd))(axis, kd),
+            (lambda a, kd: lambda x: np.prod(x, axis=a, keepdims=kd))(axis, kd), [(2, 3, 4)])
+# a zero factor: the gradient at the zero is the product of the others (not 0/0)
+row("prod-with-zeros", "prod", lambda x: (x * mg.tensor(np.array([[1.0, 0.0, 1.0], [0.0, 0.0, 1.0]]))).prod(dim=1),
+    lambda x: np.prod(x * np.array([[1.0, 0.0, 1.0], [0.0, 0.0, 1.0]]), axis=1), [(2, 3)])
+row("prod-0d", "prod", lambda x: x.prod(), lambda x: x, [()])
+NORM = [(2, None), (1, None), (math.inf, None), (3, None), (0.5, None), (2, 1), (1, -1), (math.inf, 0), (2, (0, 2)),
+        ("fro", None), (1.5, (1, 2))]
+for p, axis in NORM:
+    for kd in [False, True]:
+        pp = 2 if p == "fro" else p
+        row(f"norm-p{p}-axis{axis}-keep{kd}", "norm", (lambda p, a, kd: lambda x: x.norm(p, dim=a, keepdim=kd))(p, axis, kd),
+            (lambda p, a, kd: lambda x: (np.abs(x).max(axis=a, keepdims=kd) if p == math.inf else
+                                         (np.abs(x) ** p).sum(axis=a, keepdims=kd) ** (1 / p)))(pp, axis, kd),
+            [(2, 3, 4)], "spread_abs")
+row("norm-fn-0d", "norm", lambda x: mg.norm(x), np.abs, [()], "nonzero")
+for axis, corr in [(None, 1), (1, 1), ((0, 2), 0), (-1, 2)]:
+    row(f"std-axis{axis}-c{corr}", "std", (lambda a, c: lambda x: x.std(dim=a, correction=c))(axis, corr),
+        (lambda a, c: lambda x: x.std(axis=a, ddof=c))(axis, corr), [(2, 3, 4)])
+row("std-keepdim", "std", lambda x: mg.std(x, 1, keepdim=True), lambda x: x.std(1, ddof=1, keepdims=True), [(2, 3)])
+
+# pieces: each row weighs the pieces differently so that a gradient sent to the wrong piece shows
+def _weighted(pieces):
+    return mg.concat([(p * float(i + 1)).reshape(-1) for i, p in enumerate(pieces)])
+
+
+def _weighted_np(pieces):
+    return np.concatenate([(p * (i + 1)).reshape(-1) for i, p in enumerate(pieces)])
+
+
+SPLIT = [
+    ("chunk", lambda x: x.chunk(2, dim=-1), lambda x: np.array_split(x, 2, -1)),
+    ("chunk", lambda x: mg.chunk(x, 3, 1), lambda x: np.split(x, [1, 2], 1)),
+    ("chunk", lambda x: x.chunk(3, -1), lambda x: np.split(x, [2], -1)),  # ceil(4/3) = 2: two chunks, as torch
+    ("split", lambda x: x.split(3, dim=-1), lambda x: np.split(x, [3], -1)),
+    ("split", lambda x: mg.split(x, [1, 0, 3], -1), lambda x: np.split(x, [1, 1], -1)),
+    ("split", lambda x: x.split([2, 1], 1), lambda x: np.split(x, [2], 1)),
+]
+for k, (name, f, ref) in enumerate(SPLIT):
+    row(f"{name}-{k}", name, (lambda f: lambda x: _weighted(f(x)))(f), (lambda r: lambda x: _weighted_np(r(x)))(ref),
+        [(2, 3, 4)])
+MORE_SHAPE = [
+    ("tile", lambda x: x.tile(2, 1, 3), lambda x: np.tile(x, (2, 1, 3))),
+    ("tile", lambda x: x.tile((2,)), lambda x: np.tile(x, 2)),  # fewer dims: leading ones (torch.tile)
+    ("tile", lambda x: mg.tile(x, (2, 1, 1, 2)), lambda x: np.tile(x, (2, 1, 1, 2))),
+    ("repeat", lambda x: x.repeat(1, 2, 2), lambda x: np.tile(x, (1, 2, 2))),
+    ("repeat", lambda x: mg.repeat(x, 3, 1, 1, 1), lambda x: np.tile(x, (3, 1, 1, 1))),
+    ("flip", lambda x: x.flip(0), lambda x: np.flip(x, 0)),
+    ("flip", lambda x: mg.flip(x, (-1, 1)), lambda x: np.flip(x, (1, 2))),
+    ("roll", lambda x: x.roll(2), lambda x: np.roll(x.reshape(-1), 2).reshape(x.shape)),
+    ("roll", lambda x: x.roll(-1, 1), lambda x: np.roll(x, -1, 1)),
+    ("roll", lambda x: mg.roll(x, (1, 5), (0, -1)), lambda x: np.roll(x, (1, 5), (0, 2))),
+    ("gather", lambda x: x.gather(1, np.array([[[0, 1, 2, 0]], [[2, 2, 2, 1]]])),
+     lambda x: np.take_along_axis(x, np.array([[[0, 1, 2, 0]], [[2, 2, 2, 1]]]), 1)),
+    ("masked_select", lambda x: x.masked_select(x.data > 0), lambda x: x[x > 0]),
+    ("masked_select", lambda x: mg.masked_select(x, np.arange(4) % 3 == 0),  # a mask that broadcasts
+     lambda x: x[np.broadcast_to(np.arange(4) % 3 == 0, x.shape)]),
+]
+for k, (name, f, ref) in enumerate(MORE_SHAPE):
+    row(f"{name}-more{k}", name, f, ref, [(2, 3, 4)])
+
 # ---- the table runner --------------------------------------------------------------------------
 
 def inputs_for(r, seed=0):
@@ -371,16 +478,17 @@ def test_op_graph_has_no_reference_cycle(r, backward):
 
 def test_every_public_op_has_a_row():
     """A new op in ops.py, shape.py or fused.py without a row in this table fails here."""
-    modules = (ops.__name__, "minigrad.shape", "minigrad.fused")
+    modules = (ops.__name__, "minigrad.shape", "minigrad.fused", "minigrad.more_ops")
     public = {name for name, f in vars(ops).items()
               if inspect.isfunction(f) and f.__module__ in modules and not name.startswith("_")}
     # every op those modules define is reachable as ops.NAME
-    for mod in (mg.shape, mg.fused):
+    for mod in (mg.shape, mg.fused, mg.more_ops):
         for name, f in vars(mod).items():
             if inspect.isfunction(f) and f.__module__ == mod.__name__ and not name.startswith("_"):
-                assert getattr(ops, name, None) is f, f"{mod.__name__}.{name} is not re-exported by ops"
-    aliases = {"cat": "concat"}
-    tested_elsewhere = {"argmax", "argmin", "as_tensor"}  # no gradient: see test_engine_core.py
+                g = getattr(ops, name, None)  # (or its keepdim= wrapper, tensor._with_keepdim)
+                assert g is f or getattr(g, "__wrapped__", None) is f, f"{mod.__name__}.{name} is not re-exported by ops"
+    aliases = {"cat": "concat", "clip": "clamp"}
+    tested_elsewhere = {"argmax", "argmin", "as_tensor", "nonzero"}  # no gradient: see test_engine_core.py
     covered = {c for r in ROWS for c in r.covers}
     missing = sorted(aliases.get(n, n) for n in public - tested_elsewhere if aliases.get(n, n) not in covered)
     assert not missing, f"ops without a row in the op table: {missing}"

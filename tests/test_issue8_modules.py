@@ -170,7 +170,7 @@ def test_greedy_with_max_len_zero():
     src = np.array([[1, 2, 3], [2, 3, 0]])
     tokens, align = model.greedy(src, 0, bos=1)
     assert tokens.shape == (2, 0) and tokens.dtype == np.int64 and align.shape == (2, 0, 3)
-    with pytest.raises(ValueError, match="greedy: max_len must be >= 0, got -1"):
+    with pytest.raises(ValueError, match="greedy: max_len must be an integer >= 0, got -1"):
         model.greedy(src, -1, bos=1)
 
 

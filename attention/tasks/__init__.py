@@ -11,3 +11,6 @@ tokens start at FIRST_TOKEN = 3.
 """
 PAD, BOS, EOS = 0, 1, 2
 FIRST_TOKEN = 3
+
+# after the ids, which the task modules import
+from .sequences import SequenceTask  # noqa: E402,F401

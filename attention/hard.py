@@ -1,0 +1,90 @@
+"""Hard attention: read ONE position, picked by sampling from the scores, and the comparators that make
+the read differentiable instead (straight-through Gumbel-softmax, the "50% trick" of Show, Attend and Tell).
+
+    read = hard_attention(scores, values)      # scores (B, S), values (B, S, D)
+    read.context                               # (B, D) = values[b, index[b]]: gradient reaches the values only
+    read.index                                 # (B,) the sampled position, a constant
+    read.log_prob, read.entropy                # (B,) differentiable in the scores: REINFORCE's inputs
+
+The sample carries no gradient, so the cross-entropy of whatever reads `context` never reaches the scores:
+the policy learns only from reinforce.reinforce_loss. Xu et al. 2015 (Show, Attend and Tell) is the paper.
+"""
+from collections import namedtuple
+
+import numpy as np
+
+from minigrad import ops
+from minigrad.random import get_rng
+from minigrad.tensor import Tensor
+
+from .distributions import Categorical
+
+HardRead = namedtuple("HardRead", "context index log_prob entropy probs")
+HardRead.__doc__ = "What hard_attention returns: context (B, D), index (B,), log_prob (B,), entropy (B,), probs (B, S)."
+
+MixedRead = namedtuple("MixedRead", "weights index log_prob entropy soft")
+MixedRead.__doc__ = ("What fifty_percent_trick returns: weights (B, S), index (B,), log_prob (B,) (0 on soft rows), "
+                     "entropy (B,), soft (B,) bool: rows that read the expectation.")
+
+
+def _check_scores(scores, who):
+    scores = ops.as_tensor(scores)
+    if scores.ndim != 2:
+        raise ValueError(f"{who}: scores (B, S) expected, got shape {scores.shape}")
+    return scores
+
+
+def policy_input(x, through=False):
+    """What a policy head reads: `x` cut from the graph (default), so the policy gradient stops at the policy;
+    `through=True` lets it flow back into whatever computed x (the core), as in Mnih et al.'s RAM."""
+    x = ops.as_tensor(x)
+    return x if through else x.detach()
+
+
+def hard_attention(scores, values, sample=True, rng=None):
+    """Sample (or, with sample=False, take the argmax of) one position per row and read its value."""
+    scores = _check_scores(scores, "hard_attention")
+    values = ops.as_tensor(values)
+    B, S = scores.shape
+    if values.ndim != 3 or values.shape[:2] != (B, S):
+        raise ValueError(f"hard_attention: values (B, S, D) = ({B}, {S}, D) expected for scores {scores.shape}, "
+                         f"got {values.shape}")
+    dist = Categorical(logits=scores)
+    index = dist.sample(rng=rng) if sample else dist.mode()
+    context = values[np.arange(B), index.data]  # (B, D): a plain read, d values = g at the picked rows
+    return HardRead(context, index, dist.log_prob(index), dist.entropy(), dist.probs)
+
+
+def gumbel_softmax(logits, tau=1.0, hard=True, rng=None):
+    """Gumbel-softmax weights (B, S) (Jang et al., Maddison et al. 2017): softmax((logits + g) / tau) with
+    g ~ Gumbel(0, 1) a constant; hard=True is straight-through, y_hard - y_soft.detach() + y_soft: one-hot in
+    the forward pass, the soft sample's gradient in the backward pass."""
+    logits = ops.as_tensor(logits)
+    if not tau > 0:
+        raise ValueError(f"gumbel_softmax: tau must be > 0, got {tau}")
+    u = (rng or get_rng()).random(logits.shape)
+    g = -np.log(-np.log(np.clip(u, 1e-20, 1.0 - 1e-12)))  # Gumbel(0, 1) noise, outside the graph
+    y_soft = ops.softmax((logits + Tensor(g.astype(logits.dtype))) / tau, axis=-1)
+    if not hard:
+        return y_soft
+    y_hard = np.zeros(logits.shape, logits.dtype)
+    np.put_along_axis(y_hard, np.argmax(y_soft.data, axis=-1)[..., None], 1, axis=-1)
+    return Tensor(y_hard) - y_soft.detach() + y_soft  # value y_hard, gradient that of y_soft
+
+
+def fifty_percent_trick(scores, p=0.5, rng=None, sample=True):
+    """Show, Attend and Tell's trick: with probability p a row reads the expectation (the softmax weights,
+    trained by backprop) instead of a one-hot sample (trained by REINFORCE; its log_prob is 0 on soft rows)."""
+    scores = _check_scores(scores, "fifty_percent_trick")
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"fifty_percent_trick: p must be in [0, 1], got {p}")
+    rng = rng or get_rng()
+    dist = Categorical(logits=scores)
+    index = dist.sample(rng=rng) if sample else dist.mode()
+    B, S = scores.shape
+    soft = rng.random(B) < p if sample else np.zeros(B, bool)
+    one_hot = np.zeros((B, S), scores.dtype)
+    one_hot[np.arange(B), index.data] = 1
+    weights = ops.where(soft[:, None], dist.probs, Tensor(one_hot))
+    log_prob = ops.where(soft, 0.0, dist.log_prob(index))  # no score-function term for rows read softly
+    return MixedRead(weights, index, log_prob, dist.entropy(), soft)

@@ -1,0 +1,357 @@
+"""REINFORCE (Williams 1992) as a surrogate loss, its baselines, the hybrid loss of a hard-attention
+classifier, and the trainer the hard-attention examples share (Mnih et al. 2014, RAM; Xu et al. 2015).
+
+API (stable; extended, never broken):
+
+    reinforce_loss(log_prob, reward, baseline=None, normalize=False, entropy=None, entropy_coef=0.0)
+        -(advantage.detach() * log_prob).mean() - entropy_coef * entropy.mean(), a scalar Tensor.
+        log_prob (B,) or (B, T) (T glimpses: summed over T; so is entropy); reward and baseline are per sample,
+        (B,) arrays or Tensors (a baseline may also be one number); both are constants here: only log_prob
+        and entropy carry gradient. normalize=True standardises the advantages within the batch (std floor
+        1e-6, so equal rewards give zero advantages, never a division by ~0).
+    advantages(reward, baseline=None, normalize=False) -> ndarray (B,): the constant that multiplies log_prob.
+
+    Baselines share two methods: values(state, batch_size) -> (B,) and update(values, reward) -> loss or None.
+      MovingAverageBaseline(momentum=0.9)   b = running mean of the batch-mean reward (taken before the update,
+                                            so b never depends on the rewards it is subtracted from)
+      ValueBaseline(in_features, hidden=0)  a learned value head b(state) (a Module; reads state.detach() unless
+                                            detach_input=False); update() returns its MSE regression loss
+      make_baseline("none" | "moving_average" | "learned", in_features=None) -> one of them, or None
+
+    hybrid_loss(logits, target, log_prob, reward=None, baseline=None, baseline_loss=None, entropy=None,
+                entropy_coef=0.0, normalize=False, policy_weight=1.0, baseline_weight=1.0) -> HybridLoss
+        total = cross-entropy + policy_weight * reinforce_loss + baseline_weight * baseline_loss, and each part
+        for logging; reward defaults to 1.0 where argmax(logits) == target, else 0.0.
+
+    Rollout(logits, log_prob, entropy=None, state=None, hit=None, std=None): what a model returns to the Trainer.
+        In training mode a model samples its reads; in eval mode it takes the mode (argmax / mean location).
+        log_prob=None (a model with no policy: soft attention, an MLP) makes the step plain cross-entropy.
+    Trainer(model, lr=1e-3, optimizer=None, baseline=None, entropy_coef=0.0, normalize=False, policy_weight=1.0,
+            baseline_weight=1.0, max_grad_norm=None, reward_fn=None, baseline_features=None)
+        baseline: None, "none", "moving_average", "learned" (needs baseline_features, the width of Rollout.state)
+        or a baseline object; reward_fn(rollout, target) -> (B,) defaults to correct_reward(rollout.logits, target)
+        .step(inputs, target) -> dict: one forward with sampling, per-sample reward, baseline, hybrid loss,
+            gradient clipping, optimizer step; logs loss, cross_entropy, policy_loss, reward, baseline_error,
+            entropy (and std), hit_rate, accuracy, grad_norm separately (.history keeps every step's dict)
+        .evaluate(inputs, target, batch_size=None) -> {"accuracy", "hit_rate"} with deterministic reads.
+
+    per_sample_policy_gradients(log_prob, advantage, params, entropy=None, entropy_coef=0.0) -> (N, P) array
+    gradient_variance(grads) -> float: the per-sample variance (trace of the covariance) of the estimate.
+
+    Comparators (hard.py): gumbel_softmax (straight-through), fifty_percent_trick (Show, Attend and Tell).
+
+What reaches what: the sampled position is a constant, so the cross-entropy cannot reach the policy through
+the read; a policy reads its input through hard.policy_input (detached by default), so the policy gradient
+cannot reach the classifier, glimpse network or core. policy_input(x, through=True) is the switch that lets it
+(the RAM paper's choice). The straight-through and 50% comparators pass the cross-entropy to the scores on
+purpose: that is what they are.
+"""
+import math
+from collections import namedtuple
+
+import numpy as np
+
+from minigrad import functional as F
+from minigrad import nn, ops, optim
+from minigrad.tensor import Tensor, no_grad
+
+from .hard import fifty_percent_trick, gumbel_softmax, policy_input  # noqa: F401  (the comparators)
+
+STD_FLOOR = 1e-6
+
+
+def _per_sample(x, name, B=None, allow_scalar=False):
+    """x (a Tensor, an array or a number) as a float64 array (B,), its graph dropped (it is a constant)."""
+    try:
+        arr = np.asarray(x.data if isinstance(x, Tensor) else x, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(f"reinforce: {name} must be numbers, one per sample; got {type(x).__name__}") from None
+    if allow_scalar and arr.ndim == 0:
+        arr = np.full(B, float(arr))
+    if arr.ndim != 1 or (B is not None and arr.shape[0] != B):
+        raise ValueError(f"reinforce: {name} must be per sample, shape ({B if B is not None else 'B'},), got "
+                         f"{arr.shape}" + (" (a batch mean would bias the estimate)" if arr.ndim == 0 else ""))
+    if not np.isfinite(arr).all():
+        raise ValueError(f"reinforce: {name} must be finite, got NaN or inf")
+    return arr
+
+
+def advantages(reward, baseline=None, normalize=False):
+    """reward - baseline per sample (B,), optionally standardised within the batch (std floor 1e-6)."""
+    r = _per_sample(reward, "reward")
+    a = r if baseline is None else r - _per_sample(baseline, "baseline", len(r), allow_scalar=True)
+    if normalize:
+        a = (a - a.mean()) / max(a.std(), STD_FLOOR)
+    return a
+
+
+def _over_glimpses(t, B, name):
+    """(B,) or (B, T) -> (B,), summing over the glimpses T."""
+    t = ops.as_tensor(t)
+    if t.ndim == 2 and t.shape[0] == B:
+        return t.sum(axis=1)
+    if t.shape != (B,):
+        raise ValueError(f"reinforce_loss: {name} (B,) or (B, T) with B = {B} expected, got {t.shape}")
+    return t
+
+
+def reinforce_loss(log_prob, reward, baseline=None, normalize=False, entropy=None, entropy_coef=0.0):
+    """The REINFORCE surrogate: its gradient is the score-function estimate of -d E[reward] (see module doc)."""
+    log_prob = ops.as_tensor(log_prob)
+    if log_prob.ndim not in (1, 2):
+        raise ValueError(f"reinforce_loss: log_prob (B,) or (B, T) expected, got {log_prob.shape}")
+    B = log_prob.shape[0]
+    adv = advantages(_per_sample(reward, "reward", B), baseline, normalize)
+    lp = _over_glimpses(log_prob, B, "log_prob")
+    loss = -(Tensor(adv.astype(lp.dtype)) * lp).mean()  # the advantage is a constant: d loss/d lp = -adv / B
+    if entropy_coef:
+        if entropy is None:
+            raise ValueError("reinforce_loss: entropy_coef is set but no entropy was given")
+        loss = loss - entropy_coef * _over_glimpses(entropy, B, "entropy").mean()
+    return loss
+
+
+# ---- baselines ------------------------------------------------------------------------------------
+
+class MovingAverageBaseline:
+    """b = exponential moving average of the batch-mean reward (0 until the first update)."""
+
+    def __init__(self, momentum=0.9):
+        if not 0.0 <= momentum < 1.0:
+            raise ValueError(f"MovingAverageBaseline: momentum must be in [0, 1), got {momentum}")
+        self.momentum, self.value, self.updates = momentum, 0.0, 0
+
+    def values(self, state=None, batch_size=None):
+        """The current estimate for each of batch_size samples (an array: it has no parameters)."""
+        if batch_size is None:
+            raise ValueError("MovingAverageBaseline.values: batch_size is needed")
+        return np.full(batch_size, self.value)
+
+    def update(self, values, reward):
+        """Fold this batch's mean reward in (the first batch sets it); returns None (nothing to train)."""
+        r = float(_per_sample(reward, "reward").mean())
+        self.value = r if self.updates == 0 else self.momentum * self.value + (1 - self.momentum) * r
+        self.updates += 1
+        return None
+
+    def parameters(self):
+        return []
+
+
+class ValueBaseline(nn.Module):
+    """A learned baseline b(state) (B,), regressed on the reward; reads state.detach() unless told otherwise."""
+
+    def __init__(self, in_features, hidden=0, detach_input=True):
+        super().__init__()
+        self.detach_input = detach_input
+        if hidden:
+            self.net = nn.Sequential(nn.Linear(in_features, hidden), nn.ReLU(), nn.Linear(hidden, 1))
+        else:
+            self.net = nn.Linear(in_features, 1)
+
+    def forward(self, state):
+        state = ops.as_tensor(state)
+        if state.ndim != 2:
+            raise ValueError(f"ValueBaseline: state (B, features) expected, got {state.shape}")
+        return self.net(state.detach() if self.detach_input else state).reshape(-1)
+
+    def values(self, state, batch_size=None):
+        if state is None:
+            raise ValueError("ValueBaseline: the model's Rollout has no state for the learned baseline to read")
+        return self(state)
+
+    def update(self, values, reward):
+        """The regression loss mean((b - reward)^2), to add to the total loss (it trains only this head)."""
+        r = _per_sample(reward, "reward", values.shape[0])
+        return F.mse_loss(values, Tensor(r.astype(values.dtype)))
+
+
+BASELINES = ("none", "moving_average", "learned")
+
+
+def make_baseline(kind, in_features=None, momentum=0.9, hidden=0):
+    """'none' -> None, 'moving_average' -> MovingAverageBaseline, 'learned' -> ValueBaseline(in_features)."""
+    if kind in (None, "none"):
+        return None
+    if kind == "moving_average":
+        return MovingAverageBaseline(momentum)
+    if kind == "learned":
+        if not in_features:
+            raise ValueError("make_baseline: a learned baseline needs in_features (the size of the state it reads)")
+        return ValueBaseline(in_features, hidden)
+    raise ValueError(f"make_baseline: kind must be one of {BASELINES}, got {kind!r}")
+
+
+# ---- the hybrid loss of a classifier that reads with hard attention -------------------------------
+
+HybridLoss = namedtuple("HybridLoss", "total cross_entropy policy baseline reward advantage")
+HybridLoss.__doc__ = ("hybrid_loss's parts: total, cross_entropy, policy, baseline (Tensors; baseline None without "
+                      "a learned baseline), reward and advantage (ndarrays (B,)).")
+
+
+def correct_reward(logits, target):
+    """1.0 where argmax(logits) == target, else 0.0 (B,): the usual reward of a hard-attention classifier."""
+    t = target.data if isinstance(target, Tensor) else np.asarray(target)
+    return (np.argmax(ops.as_tensor(logits).data, axis=-1) == t).astype(np.float64)
+
+
+def hybrid_loss(logits, target, log_prob, reward=None, baseline=None, baseline_loss=None, entropy=None,
+                entropy_coef=0.0, normalize=False, policy_weight=1.0, baseline_weight=1.0):
+    """cross-entropy(logits, target) + policy_weight * REINFORCE + baseline_weight * baseline_loss.
+
+    The cross-entropy trains the classifier (and what feeds it: glimpse network, core); the REINFORCE term
+    trains the policy; baseline_loss (a ValueBaseline's regression loss) trains the baseline. Which parameters
+    each term reaches is fixed by the graph (see the module docstring: the sample is a constant, the policy
+    reads a detached input unless policy_input(..., through=True) says otherwise).
+    """
+    ce = ops.cross_entropy(logits, target)
+    if reward is None:
+        reward = correct_reward(logits, target)
+    B = ops.as_tensor(log_prob).shape[0]
+    reward = _per_sample(reward, "reward", B)
+    adv = advantages(reward, baseline, normalize)
+    policy = reinforce_loss(log_prob, adv, None, False, entropy, entropy_coef)
+    total = ce + policy_weight * policy
+    if baseline_loss is not None:
+        total = total + baseline_weight * baseline_loss
+    return HybridLoss(total, ce, policy, baseline_loss, reward, adv)
+
+
+# ---- the trainer the examples share --------------------------------------------------------------
+
+class Rollout(namedtuple("Rollout", "logits log_prob entropy state hit std")):
+    """A hard-attention model's output: logits (B, C); log_prob and entropy (B,) or (B, T); state (B, H) for
+    a learned baseline; hit (B,) bool (did the read land on the target?) or None; std (a policy's scale) or None."""
+
+    __slots__ = ()
+
+    def __new__(cls, logits, log_prob, entropy=None, state=None, hit=None, std=None):
+        return super().__new__(cls, logits, log_prob, entropy, state, hit, std)
+
+
+def _mean(x):
+    if x is None:
+        return None
+    return float(np.mean(x.data if isinstance(x, Tensor) else x))
+
+
+class Trainer:
+    """REINFORCE training of a model that returns a Rollout (sampling in train mode, the mode in eval mode)."""
+
+    def __init__(self, model, lr=1e-3, optimizer=None, baseline=None, entropy_coef=0.0, normalize=False,
+                 policy_weight=1.0, baseline_weight=1.0, max_grad_norm=None, reward_fn=None, baseline_features=None):
+        if isinstance(baseline, str) or baseline is None:
+            baseline = make_baseline(baseline, baseline_features)
+        self.model, self.baseline = model, baseline
+        self.entropy_coef, self.normalize = entropy_coef, normalize
+        self.policy_weight, self.baseline_weight = policy_weight, baseline_weight
+        self.max_grad_norm = max_grad_norm
+        self.reward_fn = reward_fn or (lambda out, target: correct_reward(out.logits, target))
+        base_params = baseline.parameters() if baseline is not None else []
+        if optimizer is None:
+            optimizer = optim.Adam(list(model.parameters()) + list(base_params), lr=lr)
+        else:
+            have = {id(p) for p in optimizer.params}
+            if any(id(p) not in have for p in base_params):
+                raise ValueError("Trainer: the optimizer must include the learned baseline's parameters "
+                                 "(or pass optimizer=None and lr= to have the Trainer build one)")
+        self.optimizer = optimizer
+        self.params = optimizer.params
+        self.history = []
+
+    def _forward(self, inputs):
+        out = self.model(*inputs) if isinstance(inputs, tuple) else self.model(inputs)
+        if not isinstance(out, Rollout):
+            raise TypeError(f"Trainer: the model must return a reinforce.Rollout, got {type(out).__name__}")
+        return out
+
+    def step(self, inputs, target):
+        """One REINFORCE step on a batch; returns (and keeps in .history) the logged values."""
+        self.model.train()
+        out = self._forward(inputs)
+        B = out.logits.shape[0]
+        reward = _per_sample(self.reward_fn(out, target), "reward", B)
+        b = base_loss = None
+        if out.log_prob is None:  # a model without a policy (soft attention, an MLP): plain cross-entropy
+            ce = ops.cross_entropy(out.logits, target)
+            parts = HybridLoss(ce, ce, Tensor(np.zeros((), ce.dtype)), None, reward, reward)
+        else:
+            if self.baseline is not None:
+                b = self.baseline.values(out.state, B)  # before update: b does not depend on this batch's rewards
+                base_loss = self.baseline.update(b, reward)
+            parts = hybrid_loss(out.logits, target, out.log_prob, reward, b, base_loss, out.entropy,
+                                self.entropy_coef, self.normalize, self.policy_weight, self.baseline_weight)
+        self.optimizer.zero_grad()
+        parts.total.backward()
+        if self.max_grad_norm:
+            grad_norm = optim.clip_grad_norm_(self.params, self.max_grad_norm)
+        else:
+            grad_norm = math.sqrt(sum(float(np.sum(np.square(p.grad, dtype=np.float64)))
+                                      for p in self.params if p.grad is not None))
+        self.optimizer.step()
+        bvals = np.zeros(B) if b is None else np.asarray(b.data if isinstance(b, Tensor) else b, np.float64)
+        t = target.data if isinstance(target, Tensor) else np.asarray(target)
+        log = {"step": len(self.history) + 1, "loss": parts.total.item(), "cross_entropy": parts.cross_entropy.item(),
+               "policy_loss": parts.policy.item(), "reward": float(reward.mean()),
+               "baseline_error": float(np.mean((reward - bvals) ** 2)),
+               "entropy": _mean(_over_glimpses(out.entropy, B, "entropy")) if out.entropy is not None else None,
+               "std": _mean(out.std), "hit_rate": _mean(out.hit),
+               "accuracy": float(np.mean(np.argmax(out.logits.data, -1) == t)), "grad_norm": grad_norm}
+        self.history.append(log)
+        return log
+
+    def evaluate(self, inputs, target, batch_size=None):
+        """Accuracy and hit rate with deterministic reads (eval mode, no graph), in batches of batch_size."""
+        t = target.data if isinstance(target, Tensor) else np.asarray(target)
+        n = len(t)
+        batch_size = batch_size or n
+        correct, hits, has_hit = 0, 0.0, False
+        self.model.eval()
+        try:
+            with no_grad():
+                for s in range(0, n, batch_size):
+                    sl = slice(s, s + batch_size)
+                    part = tuple(x[sl] for x in inputs) if isinstance(inputs, tuple) else inputs[sl]
+                    out = self._forward(part)
+                    correct += int(np.sum(np.argmax(out.logits.data, -1) == t[sl]))
+                    if out.hit is not None:
+                        has_hit = True
+                        hits += float(np.sum(out.hit.data if isinstance(out.hit, Tensor) else out.hit))
+        finally:
+            self.model.train()
+        return {"accuracy": correct / n, "hit_rate": hits / n if has_hit else None}
+
+
+# ---- the estimator's variance -------------------------------------------------------------------
+
+def per_sample_policy_gradients(log_prob, advantage, params, entropy=None, entropy_coef=0.0):
+    """(N, P): row i is the one-sample estimate -advantage_i d log_prob_i - entropy_coef d entropy_i, flattened
+    over `params` (one backward per sample; the graph is kept, so call it on a small batch)."""
+    log_prob = ops.as_tensor(log_prob)
+    N = log_prob.shape[0]
+    lp = _over_glimpses(log_prob, N, "log_prob")
+    ent = _over_glimpses(entropy, N, "entropy") if entropy_coef else None
+    adv = _per_sample(advantage, "advantage", N)
+    sizes = [p.size for p in params]
+    out = np.zeros((N, sum(sizes)))
+    for i in range(N):
+        for p in params:
+            p.grad = None
+        term = lp[i] * (-float(adv[i]))
+        if ent is not None:
+            term = term - entropy_coef * ent[i]
+        if not term.requires_grad:
+            continue  # this sample's estimate is 0 (e.g. a soft row of the 50% trick)
+        term.backward(retain_graph=True)
+        out[i] = np.concatenate([np.zeros(n) if p.grad is None else p.grad.reshape(-1) for p, n in zip(params, sizes)])
+    for p in params:
+        p.grad = None
+    return out
+
+
+def gradient_variance(grads):
+    """Per-sample variance of a gradient estimate: mean_i ||g_i - mean g||^2 over the rows of grads (N, P)."""
+    g = np.asarray(grads, dtype=np.float64)
+    if g.ndim != 2 or len(g) < 2:
+        raise ValueError(f"gradient_variance: (N >= 2, P) per-sample gradients expected, got {g.shape}")
+    return float(np.sum(g.var(axis=0)))

@@ -1,0 +1,78 @@
+"""The 1-D pointer lookup (E8): L cells hold values in [0, K); a header names one cell; the answer is its value.
+
+    task = PointerTask(cells=32, values=10)
+    header, cells, target = task.sample(64, rng)   # (B,), (B, L), (B,) int64; never an item of the test set
+    header, cells, target = task.test              # the fixed held-out set (its own seed)
+    task.features(header, cells)                   # (B, L + L*K) one-hot float32: what an MLP on everything reads
+    task.chance                                    # 1/L + (1 - 1/L)/K: read one random cell, answer its value
+
+Hard attention reads one cell (which must be the header's), soft attention a weighted mix of all of them.
+"""
+import numpy as np
+
+TEST_SEED = 2 ** 31 - 7  # the test set's own stream, whatever seed the training run uses
+
+
+class PointerTask:
+    """Seeded, vectorised pointer lookup with a fixed held-out test set disjoint from every training batch."""
+
+    def __init__(self, cells=32, values=10, test_size=2000, test_seed=TEST_SEED):
+        for name, v, low in (("cells", cells, 2), ("values", values, 2), ("test_size", test_size, 1)):
+            if not isinstance(v, (int, np.integer)) or v < low:
+                raise ValueError(f"PointerTask: {name} must be an integer >= {low}, got {v!r}")
+        space = cells * float(values) ** cells  # every (header, cells) item
+        if test_size > space / 2:
+            raise ValueError(f"PointerTask: a test set of {test_size} would take over half of the {space:.0f} "
+                             f"possible items, leaving too few to train on; use a smaller test_size")
+        self.L, self.K = int(cells), int(values)
+        rng = np.random.default_rng(test_seed)
+        header, grid, keys = [], [], set()
+        while len(keys) < test_size:  # unique items (the space may be small)
+            h, c = self._draw(test_size, rng)
+            for i, k in enumerate(self._keys(h, c)):
+                if k not in keys and len(keys) < test_size:
+                    keys.add(k)
+                    header.append(h[i])
+                    grid.append(c[i])
+        header, grid = np.array(header, np.int64), np.array(grid, np.int64)
+        self._test_keys = keys
+        self.test = (header, grid, grid[np.arange(len(header)), header])
+
+    @property
+    def chance(self):
+        """Accuracy of reading one uniformly random cell and answering its value."""
+        return 1 / self.L + (1 - 1 / self.L) / self.K
+
+    def _draw(self, n, rng):
+        return rng.integers(0, self.L, n), rng.integers(0, self.K, (n, self.L))
+
+    @staticmethod
+    def _keys(header, cells):
+        return [h.tobytes() + c.tobytes() for h, c in zip(header.astype(np.int16), cells.astype(np.int8))]
+
+    def sample(self, batch, rng):
+        """A training batch (header, cells, target), redrawing any item that is in the test set."""
+        if not isinstance(batch, (int, np.integer)) or batch < 1:
+            raise ValueError(f"PointerTask.sample: batch must be an integer >= 1, got {batch!r}")
+        header, cells = self._draw(batch, rng)
+        for _ in range(100):
+            clash = np.array([k in self._test_keys for k in self._keys(header, cells)])
+            if not clash.any():
+                break
+            h, c = self._draw(int(clash.sum()), rng)
+            header[clash], cells[clash] = h, c
+        else:  # pragma: no cover - needs a test set of nearly half the space
+            raise RuntimeError("PointerTask.sample: could not draw items outside the test set")
+        return header, cells, cells[np.arange(batch), header]
+
+    def features(self, header, cells):
+        """One-hot header and one-hot cells, flattened: (B, L + L*K) float32."""
+        header, cells = np.asarray(header), np.asarray(cells)
+        if cells.ndim != 2 or cells.shape[1] != self.L or header.shape != cells.shape[:1]:
+            raise ValueError(f"PointerTask.features: header (B,) and cells (B, {self.L}) expected, got "
+                             f"{header.shape} and {cells.shape}")
+        B = len(header)
+        out = np.zeros((B, self.L + self.L * self.K), np.float32)
+        out[np.arange(B), header] = 1
+        out[np.arange(B)[:, None], self.L + np.arange(self.L) * self.K + cells] = 1
+        return out

@@ -1,0 +1,74 @@
+"""Regenerate the README's results from the examples' own output, so no result table is ever typed by hand.
+
+python docs/update_readme.py          # splice docs/results/NAME/section.md into README.md
+python docs/update_readme.py --run    # first rerun every example at its default settings into docs/results/NAME
+
+Each example writes section.md (its tables and figures) next to its metrics.json; this script puts them, in
+the tour's order, between the README's `<!-- results:start -->` and `<!-- results:end -->` markers, with image
+links rewritten to docs/results/NAME/. tests/test_readme.py checks that the README holds exactly this text.
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULTS = os.path.join(ROOT, "docs", "results")
+START, END = "<!-- results:start -->", "<!-- results:end -->"
+
+
+def tour_examples():
+    sys.path.insert(0, os.path.join(ROOT, "examples"))
+    from tour import EXAMPLES
+    return EXAMPLES
+
+
+def results_block():
+    """The README text between the markers, built from docs/results/*/section.md in tour order."""
+    parts = []
+    for name, claim in tour_examples():
+        path = os.path.join(RESULTS, name, "section.md")
+        if not os.path.exists(path):
+            continue
+        with open(path) as f:
+            body = f.read().strip()
+        body = re.sub(r"!\[([^\]]*)\]\(([^)/]+)\)", lambda m: f"![{m.group(1)}](docs/results/{name}/{m.group(2)})", body)
+        body = re.sub(r"^(#+) ", lambda m: "#" * (len(m.group(1)) + 3) + " ", body, flags=re.M)  # under ###
+        parts.append(f"### `examples/{name}.py` — {claim}\n\n{body}")
+    return "\n\n".join(parts)
+
+
+def splice(readme, block):
+    if START not in readme or END not in readme:
+        raise SystemExit(f"README.md has no {START} ... {END} markers")
+    head, rest = readme.split(START, 1)
+    _, tail = rest.split(END, 1)
+    return f"{head}{START}\n{block}\n{END}{tail}"
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--run", action="store_true", help="rerun every example at default settings first")
+    p.add_argument("--only", nargs="*", help="with --run: only these examples")
+    args = p.parse_args()
+    if args.run:
+        for name, _ in tour_examples():
+            if args.only and name not in args.only:
+                continue
+            print(f"=== {name} (default settings) ===", flush=True)
+            code = subprocess.call([sys.executable, os.path.join(ROOT, "examples", f"{name}.py"),
+                                    "--out", os.path.join(RESULTS, name)])
+            if code:
+                raise SystemExit(f"{name} failed (exit code {code}); README left as it was")
+    path = os.path.join(ROOT, "README.md")
+    with open(path) as f:
+        readme = f.read()
+    new = splice(readme, results_block())
+    with open(path, "w") as f:
+        f.write(new)
+    print(f"README.md: results block rewritten from {RESULTS}")
+
+
+if __name__ == "__main__":
+    main()
