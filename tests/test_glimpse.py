@@ -246,18 +246,19 @@ def test_soft_net_weights_sum_to_one_and_train():
 
 
 def test_hard_net_learns_where_to_look_without_clutter():
-    """Seeded, tiny: a few hundred REINFORCE steps send the policy to the object far above chance."""
+    """Seeded, tiny: a few hundred REINFORCE steps send the policy to the object far above chance.
+
+    600 steps at lr 6e-3 reach hit rate 0.59-0.86 on each of seeds 0-5 (250 steps at 3e-3 passed on 3 of 9
+    seeds: a coin flip), so the assertion below holds by a margin, not by the choice of a seed."""
     from attention.tasks.canvases import Canvases
     task = Canvases(n_clutter=0, num_test=300, glyph_bank=2000, seed=0)
-    # seed-sensitive: on main, seeds 0, 6 and 7 of 0-8 pass and 1 and 2 fail; summing rows by BLAS (rounding only)
-    # flips seed 0. Seed 7 gives the same result with NumPy's sums and with BLAS ones (hit rate 0.63)
-    r = np.random.default_rng(7)
-    mg.manual_seed(7)
+    r = np.random.default_rng(0)
+    mg.manual_seed(0)
     net = HardGlimpseNet(10, channels=8, hidden=64, rng=r)
     base = ValueBaseline(256, hidden=16)
-    opt = mg.optim.Adam(net.parameters() + base.parameters(), lr=3e-3)
+    opt = mg.optim.Adam(net.parameters() + base.parameters(), lr=6e-3)
     trainer = Trainer(net, optimizer=opt, baseline=base, max_grad_norm=5.0)
-    for _ in range(250):
+    for _ in range(600):
         x, y, boxes = task.batch(32, r)
         trainer.step((x, boxes), y)
     res = trainer.evaluate((task.test[0], task.test[2]), task.test[1])
