@@ -147,6 +147,7 @@ def _binary(op, a, b, f):
 # ---- elementwise arithmetic --------------------------------------------------------------------
 
 def add(a, b):
+    """Elementwise a + b with broadcasting; backward: g to each input (unbroadcast by the engine)."""
     s = _scalar(b)
     if s is not None:
         out = a.data + s
@@ -158,6 +159,7 @@ def add(a, b):
 
 
 def sub(a, b):
+    """Elementwise a - b with broadcasting; backward: (g, -g)."""
     s = _scalar(b)
     if s is not None:
         out = a.data - s
@@ -177,11 +179,13 @@ def rsub(a, b):
 
 
 def neg(a):
+    """Elementwise -a; backward: -g."""
     a = as_tensor(a)
     return _make(-a.data, (a,), lambda g: (-g,), "neg")
 
 
 def mul(a, b):
+    """Elementwise a * b with broadcasting; backward: (g * b, g * a)."""
     s = _scalar(b)
     if s is not None:
         out = a.data * s
@@ -198,6 +202,7 @@ def mul(a, b):
 
 
 def div(a, b):
+    """Elementwise true division a / b (integers give the default float dtype); backward: (g / b, -g a / b^2)."""
     s = _scalar(b)
     if s is not None:
         return _make(_floating(a.data) / s, (a,), lambda g: (g / s,), "div")
@@ -224,6 +229,7 @@ def rdiv(a, b):
 
 
 def pow(a, b):
+    """Elementwise a ** b (b a number or a tensor); backward: b a^(b-1) for a, a^b log a for b."""
     s = _scalar(b)
     if s is not None:
         x = _with_scalar(a, s)
@@ -266,12 +272,14 @@ def rpow(a, b):
 # ---- elementwise functions ---------------------------------------------------------------------
 
 def exp(a):
+    """Elementwise e^x; backward: g * e^x."""
     a = as_tensor(a)
     out = np.exp(_floating(a.data))
     return _make(out, (a,), lambda g: (g * out,), "exp")  # d e^x = e^x
 
 
 def log(a):
+    """Elementwise natural log (log 0 = -inf; a negative entry is an error); backward: g / x."""
     a = as_tensor(a)
     x = _floating(a.data)
     if x.size and x.min() < 0:
@@ -282,6 +290,7 @@ def log(a):
 
 
 def sqrt(a):
+    """Elementwise square root (a negative entry is an error); backward: g / (2 sqrt x)."""
     a = as_tensor(a)
     x = _floating(a.data)
     if x.size and x.min() < 0:
@@ -291,12 +300,14 @@ def sqrt(a):
 
 
 def abs(a):
+    """Elementwise |x|; backward: g * sign(x) (subgradient 0 at 0)."""
     a = as_tensor(a)
     x = a.data
     return _make(np.abs(x), (a,), lambda g: (g * np.sign(x),), "abs")  # subgradient 0 at 0
 
 
 def tanh(a):
+    """Elementwise tanh; backward: g * (1 - tanh^2)."""
     a = as_tensor(a)
     out = np.tanh(_floating(a.data))
     return _make(out, (a,), lambda g: (g * (1 - out * out),), "tanh")  # d tanh = 1 - tanh^2
@@ -309,12 +320,14 @@ def _sigmoid(x):
 
 
 def sigmoid(a):
+    """Elementwise logistic 1 / (1 + e^-x), computed stably; backward: g * s (1 - s)."""
     a = as_tensor(a)
     out = _sigmoid(_floating(a.data))
     return _make(out, (a,), lambda g: (g * out * (1 - out),), "sigmoid")  # s (1 - s)
 
 
 def relu(a):
+    """Elementwise max(x, 0); backward: g where x > 0, else 0 (relu'(0) = 0)."""
     a = as_tensor(a)
     x = a.data
     out = np.maximum(x, 0)
@@ -424,6 +437,7 @@ def _broadcast_or_none(*shapes):
 
 
 def astype(a, dtype):
+    """Cast to `dtype` (as ndarray.astype); backward: g cast back to the input's dtype."""
     a = as_tensor(a)
     dtype = np.dtype(dtype)
     return _make(a.data.astype(dtype), (a,), lambda g: (g.astype(a.dtype),), "astype")
@@ -439,6 +453,7 @@ def _expand_back(g, shape, axes, keepdims):
 
 
 def sum(a, axis=None, keepdims=False, dim=None):
+    """Sum over axis (or dim; all axes if none), as torch.sum; backward: g broadcast back to every summand."""
     a = as_tensor(a)
     axes = _norm_axes(_reduce_axis(axis, dim), a.shape, "sum")
     shape = a.shape
@@ -447,6 +462,7 @@ def sum(a, axis=None, keepdims=False, dim=None):
 
 
 def mean(a, axis=None, keepdims=False, dim=None):
+    """Mean over axis (or dim; all axes if none), as torch.mean; backward: g / n to every entry."""
     a = as_tensor(a)
     axes = _norm_axes(_reduce_axis(axis, dim), a.shape, "mean")
     shape = a.shape
@@ -499,6 +515,8 @@ def _extreme(op, reduce, a, axis, keepdims, dim):
 # max(dim=) / min(dim=) return (values, indices) as torch.max(x, dim) does
 max_result = namedtuple("max", ["values", "indices"])
 min_result = namedtuple("min", ["values", "indices"])
+max_result.__doc__ = "What max(x, dim=d) returns: (values, indices), as torch.return_types.max."
+min_result.__doc__ = "What min(x, dim=d) returns: (values, indices), as torch.return_types.min."
 
 
 def _extreme_dim(op, argfn, result, a, dim, keepdims):
@@ -561,6 +579,7 @@ def _lse(x, axes):
 
 
 def logsumexp(a, axis=None, keepdims=False, dim=None):
+    """Stable log(sum(exp(x))) over axis (or dim), as torch.logsumexp; backward: g * softmax(x)."""
     a = as_tensor(a)
     axes = _norm_axes(_reduce_axis(axis, dim), a.shape, "logsumexp")
     x = _floating(a.data)
@@ -571,11 +590,13 @@ def logsumexp(a, axis=None, keepdims=False, dim=None):
     return _make(out if keepdims else np.squeeze(out, axes), (a,), backward, "logsumexp")
 
 def argmax(a, axis=None, keepdims=False, dim=None):
+    """Indices of the largest entries over axis (or dim), as an integer Tensor (no gradient)."""
     axis = _axis(axis, dim)
     return Tensor(np.argmax(_t._raw(a), axis=axis, keepdims=keepdims))
 
 
 def argmin(a, axis=None, keepdims=False, dim=None):
+    """Indices of the smallest entries over axis (or dim), as an integer Tensor (no gradient)."""
     axis = _axis(axis, dim)
     return Tensor(np.argmin(_t._raw(a), axis=axis, keepdims=keepdims))
 
