@@ -142,4 +142,5 @@ class MultiHeadAttention(Module):
         return y, weights
 
     def extra_repr(self):
+        """embed_dim, num_heads and dropout, for the repr."""
         return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, dropout={self.dropout}"
