@@ -13,3 +13,7 @@ from .hard import fifty_percent_trick, gumbel_softmax, hard_attention, policy_in
 from .reinforce import (MovingAverageBaseline, Rollout, Trainer, ValueBaseline, hybrid_loss,  # noqa: F401
                         make_baseline, reinforce_loss)
 from . import reinforce  # noqa: F401
+from .local import (LocalScore, LuongLocalAttention, attended_pairs, fixed_attention, fixed_mask,  # noqa: F401
+                    global_token_mask, sliding_window_attention, sliding_window_mask, sliding_window_reference_mask,
+                    strided_mask)
+from .efficient import memory_efficient_attention  # noqa: F401

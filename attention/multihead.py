@@ -16,12 +16,19 @@ from minigrad.tensor import Tensor
 
 from .functional import _attend, _combine, _prepare_masks
 
+PATHS = ("dense", "window", "efficient")  # MultiHeadAttention(attention=...): how the heads attend
+
 
 class MultiHeadAttention(Module):
     """Self- or cross-attention with H heads; forward returns (output (B, L, C), weights or None)."""
 
-    def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, kdim=None, vdim=None):
+    def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, kdim=None, vdim=None, attention="dense",
+                 window=None, dilation=1, chunk_size=512):
+        """attention: "dense" (scaled_dot_product_attention), "window" (sliding_window_attention with `window`
+        and `dilation`; self-attention) or "efficient" (memory_efficient_attention with `chunk_size`).
+        The path holds no parameters: the state dict is the same for all three."""
         super().__init__()
+        self._set_path(attention, window, dilation, chunk_size, dropout)
         if num_heads <= 0 or embed_dim % num_heads != 0:
             raise ValueError(f"MultiHeadAttention: embed_dim ({embed_dim}) must be divisible by num_heads "
                              f"({num_heads})")
@@ -42,6 +49,42 @@ class MultiHeadAttention(Module):
         self.out_proj = Linear(C, C, bias=bias)
         if bias:
             zeros_(self.out_proj.bias)
+
+    def _set_path(self, attention, window, dilation, chunk_size, dropout):
+        if attention not in PATHS:
+            raise ValueError(f"MultiHeadAttention: attention must be one of {PATHS}, got {attention!r}")
+        if attention == "window" and (window is None or isinstance(window, bool) or not isinstance(window, int)
+                                      or window < 0):
+            raise ValueError(f"MultiHeadAttention: attention='window' needs window = an integer >= 0, got {window!r}")
+        if attention != "dense" and dropout:
+            raise ValueError(f"MultiHeadAttention: dropout on the weights ({dropout}) needs attention='dense'; "
+                             f"the {attention} path never builds the (L, S) weights")
+        self.attention, self.window, self.dilation, self.chunk_size = attention, window, dilation, chunk_size
+
+    def _forward_fast(self, query, key, value, key_padding_mask, attn_mask, is_causal, B, L, S):
+        """The window / efficient paths: the same projections, another kernel; weights are None."""
+        from .efficient import _attend_chunked  # imported here: efficient and local import functional only
+        from .local import sliding_window_attention
+        H, D, C = self.num_heads, self.head_dim, self.embed_dim
+        heads = []
+        for i, x, T in ((0, query, L), (1, key, S), (2, value, S)):
+            w, b = self._weights(i)
+            heads.append(ops.linear(x, w, b).reshape(B, T, H, D).transpose(0, 2, 1, 3))  # (B, T, C) -> (B, H, T, D)
+        q, k, v = heads
+        if self.attention == "window":
+            if attn_mask is not None:
+                raise ValueError("MultiHeadAttention: attention='window' takes no attn_mask (the window is the mask); "
+                                 "use key_padding_mask and is_causal, or attention='dense'")
+            if key_padding_mask is not None and (np.asarray(getattr(key_padding_mask, "data", key_padding_mask)).dtype
+                                                 != bool):
+                raise TypeError("MultiHeadAttention: attention='window' needs a bool key_padding_mask (True = padding)")
+            y = sliding_window_attention(q, k, v, self.window, causal=is_causal, dilation=self.dilation,
+                                         key_padding_mask=key_padding_mask)
+        else:
+            allowed, bias = self._masks(key_padding_mask, attn_mask, False, B, L, S, query.dtype)
+            y = _attend_chunked(q, k, v, allowed, bias, is_causal, None, self.chunk_size)
+        y = y.transpose(0, 2, 1, 3).reshape(B, L, C)  # (B, H, L, D) -> (B, L, C)
+        return self.out_proj(y), None
 
     def _weights(self, i):
         """Projection i (0 = q, 1 = k, 2 = v) as (weight, bias)."""
@@ -119,6 +162,10 @@ class MultiHeadAttention(Module):
             raise TypeError(f"MultiHeadAttention: query, key and value dtypes ({query.dtype}, {key.dtype}, "
                             f"{value.dtype}) must match the parameters' dtype {pdtype}; convert the inputs "
                             f"(x.astype(...)) or build the module under that default dtype")
+        if self.attention != "dense":
+            if is_causal and attn_mask is not None:
+                raise ValueError("MultiHeadAttention: give attn_mask or is_causal=True, not both")
+            return self._forward_fast(query, key, value, key_padding_mask, attn_mask, is_causal, B, L, S)
         allowed, bias = self._masks(key_padding_mask, attn_mask, is_causal, B, L, S, query.dtype)
         common = (allowed, bias, self.dropout, None, need_weights, self.training, None)
         if self_attn and self._same_dims:
@@ -142,5 +189,6 @@ class MultiHeadAttention(Module):
         return y, weights
 
     def extra_repr(self):
-        """embed_dim, num_heads and dropout, for the repr."""
-        return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, dropout={self.dropout}"
+        """embed_dim, num_heads, dropout (and a non-dense attention= path), for the repr."""
+        path = "" if self.attention == "dense" else f", attention={self.attention!r}"
+        return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, dropout={self.dropout}{path}"

@@ -21,6 +21,7 @@ from minigrad import no_grad, ops
 from minigrad.nn import Embedding, GRUCell, Linear, Module
 from minigrad.tensor import Tensor
 
+from .local import LOCAL_MODES, LuongLocalAttention
 from .masks import padding_mask_from_lengths
 from .scores import Attention, Score, make_score
 from .tasks import BOS, EOS, PAD
@@ -34,7 +35,8 @@ def _ints(x, name):
 
 
 class Seq2Seq(Module):
-    """Encoder (optionally bidirectional GRU) -> decoder GRU with attention = None, a score name, or a Score."""
+    """Encoder (optionally bidirectional GRU) -> decoder GRU with attention = None, a score name, a Score,
+    or Luong's "local-m" / "local-p" (or a LuongLocalAttention, to choose its window)."""
 
     def __init__(self, src_vocab, tgt_vocab, emb_dim=32, enc_hidden=32, dec_hidden=64, bidirectional=True,
                  attention="additive", attn_hidden=None):
@@ -47,8 +49,12 @@ class Seq2Seq(Module):
         if bidirectional:
             self.enc_bwd = GRUCell(emb_dim, enc_hidden)
         self.bridge = Linear(self.enc_dim, dec_hidden)  # final encoder state -> first decoder state
+        if isinstance(attention, str) and attention in LOCAL_MODES:  # Luong's local-m / local-p (local.py)
+            attention = LuongLocalAttention(attention, dec_hidden, self.enc_dim)
         if attention is None or attention == "none":
             self.attn, ctx = None, 0
+        elif isinstance(attention, LuongLocalAttention):
+            self.attn, ctx = attention, self.enc_dim
         else:
             if isinstance(attention, str):
                 if attention in ("dot", "scaled_dot", "cosine") and dec_hidden != self.enc_dim:

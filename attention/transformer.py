@@ -28,6 +28,14 @@ def _activation(name):
     return name
 
 
+def _path(attention, window, dilation, dropout):
+    """MultiHeadAttention's path arguments; the fast paths have no weight dropout, so it must be 0 for them."""
+    if attention != "dense" and dropout:
+        raise ValueError(f"attention={attention!r} needs dropout=0.0 (it never builds the weights to drop), "
+                         f"got dropout={dropout}")
+    return {"attention": attention, "window": window, "dilation": dilation}
+
+
 class _FeedForward(Module):
     """The MLP half of a layer, for subclasses: linear1 -> act -> dropout -> linear2."""
 
@@ -61,10 +69,13 @@ class TransformerEncoderLayer(_FeedForward):
     """x + SelfAttn(LN(x)), then x + MLP(LN(x)) (post-LN with norm_first=False); (B, T, C) -> (B, T, C)."""
 
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu",
-                 layer_norm_eps=1e-5, bias=True, norm_first=True, batch_first=True):
+                 layer_norm_eps=1e-5, bias=True, norm_first=True, batch_first=True, attention="dense", window=None,
+                 dilation=1):
+        """attention / window / dilation: the self-attention's path (see MultiHeadAttention); same state dict."""
         super().__init__()
         self._init_order(norm_first, batch_first)
-        self.self_attn = MultiHeadAttention(d_model, nhead, dropout=dropout, bias=bias)
+        self.self_attn = MultiHeadAttention(d_model, nhead, dropout=dropout, bias=bias, **_path(attention, window,
+                                                                                                 dilation, dropout))
         self._init_ff(d_model, dim_feedforward, dropout, activation, bias)
         self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
         self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
@@ -86,11 +97,17 @@ class TransformerDecoderLayer(_FeedForward):
     """x + SelfAttn(LN(x)), x + CrossAttn(LN(x), memory), x + MLP(LN(x)) (post-LN with norm_first=False)."""
 
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu",
-                 layer_norm_eps=1e-5, bias=True, norm_first=True, batch_first=True):
+                 layer_norm_eps=1e-5, bias=True, norm_first=True, batch_first=True, attention="dense", window=None,
+                 dilation=1):
+        """attention: the self-attention's path; cross-attention is "efficient" when that is asked, else dense
+        (a window over the memory has no meaning)."""
         super().__init__()
         self._init_order(norm_first, batch_first)
-        self.self_attn = MultiHeadAttention(d_model, nhead, dropout=dropout, bias=bias)
-        self.multihead_attn = MultiHeadAttention(d_model, nhead, dropout=dropout, bias=bias)
+        self.self_attn = MultiHeadAttention(d_model, nhead, dropout=dropout, bias=bias, **_path(attention, window,
+                                                                                                 dilation, dropout))
+        cross = "efficient" if attention == "efficient" else "dense"
+        self.multihead_attn = MultiHeadAttention(d_model, nhead, dropout=dropout, bias=bias,
+                                                 **_path(cross, None, 1, dropout))
         self._init_ff(d_model, dim_feedforward, dropout, activation, bias)
         self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
         self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)

@@ -1,6 +1,6 @@
 """Run every benchmark (1 and 2 threads), append to results.jsonl, and write RESULTS.md for the README.
 
-Run: python benchmarks/run_all.py [--quick] [--threads 1 2] [--only mha mlp mlp_tiny chain] [--check]
+Run: python benchmarks/run_all.py [--quick] [--threads 1 2] [--only mha mlp mlp_tiny chain long] [--check]
 A full run takes about 3 minutes; --quick about 1.
 """
 import argparse
@@ -12,14 +12,16 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make the `benchmarks` package importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks import bench_chain, bench_mha, bench_mlp, bench_mlp_tiny
+from benchmarks import bench_chain, bench_mha, bench_mlp, bench_mlp_tiny, long_attention
 from benchmarks.common import HERE, RESULTS_JSONL, fmt_time, print_check
 
-BENCHMARKS = {"mha": bench_mha, "mlp": bench_mlp, "mlp_tiny": bench_mlp_tiny, "chain": bench_chain}
+BENCHMARKS = {"mha": bench_mha, "mlp": bench_mlp, "mlp_tiny": bench_mlp_tiny, "chain": bench_chain,
+              "long": long_attention}
 COLUMNS = ("numpy floor", "minigrad", "torch", "autograd (HIPS)", "mygrad", "micrograd")
 # the speed targets: ratio to the hand-written NumPy floor, float32, 1 thread
 TARGETS = {bench_mha.WORKLOAD: ("minigrad", 1.15), bench_mlp.WORKLOAD: ("minigrad", 1.2),
-           bench_mlp_tiny.WORKLOAD: ("minigrad", 2.5)}
+           bench_mlp_tiny.WORKLOAD: ("minigrad", 2.5),
+           long_attention.WORKLOAD: ("minigrad", 1.25)}  # issue 11: sliding window vs the banded floor
 
 
 def _column(name):

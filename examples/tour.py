@@ -27,6 +27,9 @@ EXAMPLES = [
     ("scaling", "why 1/sqrt(d_k): unscaled dot products saturate the softmax and slow learning (E2)"),
     ("heads", "multi-head attention: one head per thing to look for (E3)"),
     ("translate", "cross-attention: an encoder-decoder Transformer reverses and sorts token sequences (E5)"),
+    ("local_attention", "local attention: stacked windows reach layers*w tokens, a global token the rest; memory O(L w)"),
+    ("sparse_patterns", "Sparse Transformer patterns: O(L sqrt L) pairs; strided suits periodic data"),
+    ("long_attention", "memory-efficient attention is exact (1e-12) in O(L * chunk) memory"),
     ("pointer", "hard attention reads one cell and learns where by REINFORCE; soft attention reads all cells"),
 ]
 

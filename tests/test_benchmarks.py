@@ -10,9 +10,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for `benchmarks`
 
-from benchmarks import bench_chain, bench_mha, bench_mlp, bench_mlp_tiny  # noqa: E402
+from benchmarks import bench_chain, bench_mha, bench_mlp, bench_mlp_tiny, long_attention  # noqa: E402
 
-CASES = [(m, name) for m in (bench_mha, bench_mlp, bench_mlp_tiny, bench_chain) for name in m.IMPL_NAMES]
+CASES = [(m, name) for m in (bench_mha, bench_mlp, bench_mlp_tiny, bench_chain, long_attention) for name in m.IMPL_NAMES]
 
 
 @pytest.mark.parametrize("module,impl", CASES, ids=[f"{m.__name__.split('.')[-1]}-{n}" for m, n in CASES])
@@ -46,3 +46,12 @@ def test_markdown_table():
            "skipped": {"micrograd": "skipped: not installed"}}
     md = run_all.markdown([rec])
     assert "| w | 1.00 (1.00 ms) | 2.00 |" in md
+
+
+def test_long_attention_peak_memory_row():
+    """A fresh process measures one configuration; dense past the budget is refused before allocating."""
+    from benchmarks import long_attention
+    row = long_attention.peak_memory("window", 512, w=16, E=8)
+    assert row["peak_mb"] is not None and row["peak_mb"] >= 0 and row["seconds"] > 0, row
+    big = long_attention.peak_memory("dense", 1 << 20)
+    assert big["peak_mb"] is None and "not run" in big["note"]

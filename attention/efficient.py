@@ -1,0 +1,160 @@
+"""Exact attention in O(L * chunk) memory: the chunked online softmax of Rabe & Staats 2021 ("Self-attention
+does not need O(n^2) memory") and FlashAttention's backward (Dao et al. 2022), in NumPy.
+
+Forward: the keys are read chunk by chunk; each query row keeps a running max m, a running sum l of
+exp(s - m) and a running output acc, rescaled by exp(m_old - m_new) when the max grows. Only the output and
+the per-row log-sum-exp lse = m + log l are stored. Backward recomputes each chunk's weights as
+p = exp(s - lse) and uses sum_j p_ij dp_ij = g_i . out_i, so no L x S array ever exists.
+The masking rules are scaled_dot_product_attention's: masked scores are selected out (np.where), a row with
+nothing to attend gives zeros with zero gradients, and a NaN or inf a query may not attend cannot reach it.
+"""
+import math
+
+import numpy as np
+
+from minigrad import Tensor, make_node
+from minigrad.ops import as_tensor
+
+from .functional import _check_qkv, _masked_matmul, _prepare_masks, _quiet
+
+
+def _cols(m, rows, c0, c1):
+    """A mask or bias (..., L or 1, S or 1) cut to query rows [rows:] and key columns [c0, c1)."""
+    if m is None:
+        return None
+    m = m if m.ndim >= 2 else m.reshape((1,) * (2 - m.ndim) + m.shape)
+    m = m if m.shape[-1] == 1 else m[..., c0:c1]
+    return m if m.shape[-2] == 1 or rows == 0 else m[..., rows:, :]
+
+
+class _Chunks:
+    """The chunk loop shared by forward and backward: for each key chunk, the query rows that can see it
+    (causal: rows >= c0 only) and the masked, scaled scores of those rows."""
+
+    def __init__(self, qs, k, allowed, bias, is_causal, chunk):
+        self.qs, self.k, self.allowed, self.bias, self.causal, self.chunk = qs, k, allowed, bias, is_causal, chunk
+        self.L, self.S = qs.shape[-2], k.shape[-2]
+
+    def __iter__(self):
+        ninf = np.array(-np.inf, self.qs.dtype)
+        for c0 in range(0, self.S, self.chunk):
+            c1 = min(c0 + self.chunk, self.S)
+            r0 = min(c0, self.L) if self.causal else 0  # upper-left causal: rows < c0 see no key of this chunk
+            if r0 >= self.L:
+                break
+            s = self.qs[..., r0:, :] @ np.swapaxes(self.k[..., c0:c1, :], -1, -2)  # (..., L - r0, c)
+            a = _cols(self.allowed, r0, c0, c1)
+            if self.causal:
+                ok = np.arange(c0, c1)[None, :] <= np.arange(r0, self.L)[:, None]
+                a = ok if a is None else a & ok
+            b = _cols(self.bias, r0, c0, c1)
+            if b is not None:
+                s += b
+            if a is not None:
+                s = np.where(a, s, ninf)  # select out: NaN/inf there cannot leak
+            yield r0, c0, c1, s, a
+
+
+def _forward(ch, v, dirty):
+    """-> (out (..., L, Ev), lse (..., L, 1)); lse = +inf on a row with nothing to attend."""
+    qs = ch.qs
+    dt = qs.dtype
+    rows = qs.shape[:-1] + (1,)
+    mx = np.full(rows, -np.inf, dt)                         # running max
+    ssum = np.zeros(rows, dt)                               # running sum of exp(s - mx)
+    acc = np.zeros(qs.shape[:-1] + (v.shape[-1],), dt)      # running sum of exp(s - mx) v
+    zero = np.zeros((), dt)
+    for r0, c0, c1, s, a in ch:
+        m_old = mx[..., r0:, :]
+        m_new = np.maximum(m_old, s.max(axis=-1, keepdims=True))
+        safe = np.where(np.isneginf(m_new), zero, m_new)    # nothing seen yet: exp(-inf - 0) = 0
+        alpha = np.exp(m_old - safe)                        # rescale what was summed under the old max
+        p = np.exp(s - safe)
+        if dirty:
+            p = np.where(a, p, zero)
+        ssum[..., r0:, :] = ssum[..., r0:, :] * alpha + p.sum(axis=-1, keepdims=True)
+        vc = v[..., c0:c1, :]
+        pv = _masked_matmul(p, vc, np.broadcast_to(a, p.shape)) if dirty else p @ vc
+        acc[..., r0:, :] = acc[..., r0:, :] * alpha + pv
+        mx[..., r0:, :] = m_new
+    empty = ssum == 0
+    out = acc / np.where(empty, np.ones((), dt), ssum)      # an empty row: 0 / 1 = 0
+    with np.errstate(divide="ignore"):
+        lse = np.where(empty, np.array(np.inf, dt), np.where(np.isneginf(mx), zero, mx) + np.log(ssum))
+    return out, lse
+
+
+def _backward(g, ch, v, out, lse, scale, need, bias_shape, dirty):
+    """-> (dq, dk, dv, dbias) by recomputing each chunk's weights from lse."""
+    qs, k = ch.qs, ch.k
+    zero = np.zeros((), qs.dtype)
+    T = lambda x: np.swapaxes(x, -1, -2)  # noqa: E731
+    dsum = np.sum(g * out, axis=-1, keepdims=True)           # (..., L, 1): sum_j p_ij dp_ij
+    batch = np.broadcast_shapes(qs.shape[:-2], k.shape[:-2], v.shape[:-2])
+    dq = np.zeros(batch + qs.shape[-2:], qs.dtype) if need[0] else None
+    dk = np.zeros(batch + k.shape[-2:], qs.dtype) if need[1] else None
+    dv = np.zeros(batch + v.shape[-2:], qs.dtype) if need[2] else None
+    db = np.zeros(bias_shape, qs.dtype) if need[3] else None
+    for r0, c0, c1, s, a in ch:
+        p = np.exp(s - lse[..., r0:, :])                     # the forward's weights of this chunk
+        A = None if a is None else np.broadcast_to(a, p.shape)
+        if dirty:
+            p = np.where(A, p, zero)
+        gr = g[..., r0:, :]
+        if need[2]:                                          # out = p v
+            dv[..., c0:c1, :] += _masked_matmul(T(p), gr, T(A)) if dirty else T(p) @ gr
+        # d softmax: p * (dp - sum_j p dp)
+        ds = (gr @ T(v[..., c0:c1, :]) - dsum[..., r0:, :]) * p
+        if dirty:
+            ds = np.where(A, ds, zero)
+        if need[0]:                                          # s = (q scale) k^T
+            kc = k[..., c0:c1, :]
+            dq[..., r0:, :] += (_masked_matmul(ds, kc, A) if dirty else ds @ kc) * scale
+        if need[1]:
+            qr = qs[..., r0:, :]
+            dk[..., c0:c1, :] += _masked_matmul(T(ds), qr, T(A)) if dirty else T(ds) @ qr
+        if need[3]:
+            db[..., r0:, c0:c1] = ds
+    return dq, dk, dv, db
+
+
+def memory_efficient_attention(query, key, value, attn_mask=None, is_causal=False, scale=None, chunk_size=512):
+    """Exact softmax(Q K^T * scale + mask) V in O(L * chunk_size) memory; shapes as scaled_dot_product_attention.
+
+    attn_mask: bool (True = may attend) or float (added), broadcastable to (..., L, S), read chunk by chunk
+    (a float mask Tensor that requires grad gets its gradient as a full (..., L, S) array).
+    is_causal: PyTorch's upper-left causal mask (j <= i), built per chunk; not with attn_mask.
+    Equal to scaled_dot_product_attention (dropout 0) to rounding. One graph node; the backward recomputes.
+    """
+    fn = "memory_efficient_attention"
+    q, k, v = as_tensor(query), as_tensor(key), as_tensor(value)
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1:
+        raise ValueError(f"{fn}: chunk_size must be an integer >= 1, got {chunk_size!r}")
+    shape = _check_qkv(q, k, v)
+    if is_causal and attn_mask is not None:
+        raise ValueError(f"{fn}: give attn_mask or is_causal=True, not both "
+                         f"(fold the causal rule into attn_mask with attention.causal_mask)")
+    allowed, bias = (None, None) if is_causal else _prepare_masks(attn_mask, False, shape, q.dtype)
+    return _attend_chunked(q, k, v, allowed, bias, is_causal, scale, int(chunk_size))
+
+
+def _attend_chunked(q, k, v, allowed, bias, is_causal, scale, chunk_size):
+    """The node: an allowed bool array and/or a float bias Tensor, and/or the causal rule (MultiHeadAttention
+    passes key padding and is_causal together)."""
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+    masked = allowed is not None or is_causal
+    dirty = masked and not (np.isfinite(q.data).all() and np.isfinite(k.data).all() and np.isfinite(v.data).all())
+    ch = _Chunks(q.data * scale, k.data, allowed, None if bias is None else bias.data, is_causal, chunk_size)
+    with _quiet(dirty):
+        out, lse = _forward(ch, v.data, dirty)
+    with_bias = isinstance(bias, Tensor) and bias.requires_grad
+    parents = (q, k, v) + ((bias,) if with_bias else ())
+    shape = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2]) + (q.shape[-2], k.shape[-2])
+
+    def backward(g):  # (dq, dk, dv[, dmask]); the engine sums broadcast batch dims back
+        d = dirty or (masked and not np.isfinite(g).all())
+        need = (q.requires_grad, k.requires_grad, v.requires_grad, with_bias)
+        with _quiet(d):
+            dq, dk, dv, db = _backward(g, ch, v.data, out, lse, scale, need, shape, d)
+        return (dq, dk, dv) + ((db,) if with_bias else ())
+    return make_node(out, parents, backward, "memory_efficient_attention")

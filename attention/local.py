@@ -1,0 +1,541 @@
+"""Local and sparse attention: sliding windows (Longformer, Beltagy et al. 2020), Sparse Transformer patterns
+(Child et al. 2019) and Luong et al. 2015's local-m / local-p attention for the GRU decoder.
+
+Every pattern is first a boolean mask (True = may attend), so dense `scaled_dot_product_attention` with it
+is the executable definition. `sliding_window_attention` computes the same result in blocks, never building
+an L x L matrix: the queries are cut into blocks of b rows, and block n only meets the m*b keys of its window
+(a strided view of the padded keys), so scores, weights and their gradients take O(L * (b + 2w)) memory.
+Dilation d splits the sequence into its d residue classes (positions r, r + d, r + 2d, ...): inside a class a
+dilated window is an ordinary window, so the same blocked kernel runs with d as one more batch axis.
+Global tokens add |G| key columns every query sees, and |G| dense query rows that see every key.
+"""
+import math
+
+import numpy as np
+
+from minigrad import Tensor, make_node, ops
+from minigrad.nn import Linear, Module, parameter, uniform_
+from minigrad.ops import as_tensor
+
+from .functional import _backward_out, _check_qkv, _forward, _masked_matmul, _quiet, masked_softmax
+from .masks import as_bool_mask
+from .scores import Score, make_score
+
+
+# ---- mask builders (True = may attend) ---------------------------------------------------------------
+
+def _check_int(name, value, low, fn):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+        raise ValueError(f"{fn}: {name} must be an integer >= {low}, got {value!r}")
+    return int(value)
+
+
+def _positions(L, S):
+    """Query i sits at key position S - L + i (lower-right, as causal_mask); -> (pos_i (L, 1), j (1, S))."""
+    return (np.arange(L) + (S - L))[:, None], np.arange(S)[None, :]
+
+
+def sliding_window_mask(L, window, S=None, causal=False, dilation=1):
+    """(L, S) bool: query i attends key j iff j - i = d*o with |o| <= window (-window <= o <= 0 if causal).
+
+    With S != L query i sits at key position S - L + i (lower-right, as causal_mask).
+    """
+    window = _check_int("window", window, 0, "sliding_window_mask")
+    dilation = _check_int("dilation", dilation, 1, "sliding_window_mask")
+    S = L if S is None else S
+    i, j = _positions(L, S)
+    off = j - i
+    reach = window * dilation
+    ok = (off >= -reach) & (off <= (0 if causal else reach))
+    return ok & (off % dilation == 0)
+
+
+def _global_index(global_tokens, L, fn):
+    """Global tokens (indices or an (L,) bool array) as sorted unique int indices in [0, L)."""
+    g = np.asarray(global_tokens.data if isinstance(global_tokens, Tensor) else global_tokens)
+    if g.dtype == bool:
+        if g.shape != (L,):
+            raise ValueError(f"{fn}: a boolean global_tokens must be (L,) = ({L},), got shape {g.shape}")
+        return np.flatnonzero(g)
+    g = g.reshape(-1)
+    if g.size and g.dtype.kind not in "iu":
+        raise TypeError(f"{fn}: global_tokens must be integer indices or an (L,) bool array, got dtype {g.dtype}")
+    g = g.astype(np.int64)
+    if g.size and (g.min() < 0 or g.max() >= L):
+        raise ValueError(f"{fn}: global_tokens must be positions in [0, {L}), got {g.min()}..{g.max()}")
+    return np.unique(g)
+
+
+def global_token_mask(L, global_tokens, causal=False):
+    """(L, L) bool: True where query i or key j is a global token (Longformer); OR it with a local mask.
+
+    With causal=True the global rows and columns keep causality (j <= i).
+    """
+    g = np.zeros(L, bool)
+    g[_global_index(global_tokens, L, "global_token_mask")] = True
+    m = g[:, None] | g[None, :]
+    return m & np.tri(L, dtype=bool) if causal else m
+
+
+def strided_mask(L, stride, causal=True):
+    """(L, L) Sparse Transformer "strided": the last `stride` positions, and every stride-th one before.
+
+    Query i attends j <= i with i - j < stride or (i - j) % stride == 0 (non-causal: |i - j| for i - j).
+    """
+    stride = _check_int("stride", stride, 1, "strided_mask")
+    i, j = _positions(L, L)
+    off = i - j if causal else np.abs(i - j)
+    return (off >= 0) & ((off < stride) | (off % stride == 0))
+
+
+def fixed_mask(L, stride, c=1, causal=True):
+    """(L, L) Sparse Transformer "fixed": the query's own block of `stride`, and the last c columns of every
+    block (the "summary" cells), causal by default (j <= i)."""
+    stride = _check_int("stride", stride, 1, "fixed_mask")
+    c = _check_int("c", c, 1, "fixed_mask")
+    if c > stride:
+        raise ValueError(f"fixed_mask: c must be <= stride ({stride}), got {c}")
+    i, j = _positions(L, L)
+    ok = (i // stride == j // stride) | (j % stride >= stride - c)
+    return ok & (j <= i) if causal else ok
+
+
+def attended_pairs(mask):
+    """How many (query, key) pairs a mask allows: the cost of computing only those."""
+    return int(np.count_nonzero(mask))
+
+
+# ---- the blocked layout --------------------------------------------------------------------------------
+
+class _Layout:
+    """Where each query and key sits in the blocked, dilated layout of sliding_window_attention.
+
+    A sequence of L positions becomes (..., d, Ld, X): residue class r holds positions r, r + d, ... (Ld of
+    them, padded). Its Ld rows become nb blocks of b; block n's queries meet the keys at class positions
+    [n b + lo, n b + lo + W), W = m b, held in a padded key array kp with kp[t] = key[t + lo].
+    Inside a block, slot c of row r is the key at offset lo + c - r from the query.
+    """
+
+    def __init__(self, L, window, causal, dilation):
+        self.L, self.d = L, dilation
+        self.Ld = -(-L // dilation)
+        w = min(window, max(self.Ld - 1, 0))          # a reach past the sequence adds only masked slots
+        self.lo, self.hi = -w, (0 if causal else w)
+        self.b = max(1, min(max(w, 16), self.Ld))     # block rows: about the window, at least 16
+        self.nb = -(-self.Ld // self.b)
+        span = self.b + self.hi - self.lo
+        self.m = -(-span // self.b)                   # key blocks per window
+        self.W = self.m * self.b
+        self.Sp = (self.nb + self.m - 1) * self.b     # padded keys per class
+        r = np.arange(self.b)[:, None]
+        c = np.arange(self.W)[None, :]
+        self.struct = (c - r >= 0) & (c - r <= self.hi - self.lo)  # (b, W): inside the window
+
+    def split(self, x):
+        """(..., L, X) -> (..., d, Ld, X), zero-padded."""
+        pad = self.Ld * self.d - self.L
+        if pad:
+            x = np.concatenate([x, np.zeros(x.shape[:-2] + (pad, x.shape[-1]), x.dtype)], axis=-2)
+        return np.swapaxes(x.reshape(x.shape[:-2] + (self.Ld, self.d, x.shape[-1])), -2, -3)
+
+    def merge(self, y):
+        """(..., d, Ld, X) -> (..., L, X)."""
+        y = np.swapaxes(y, -2, -3)
+        return y.reshape(y.shape[:-3] + (self.Ld * self.d, y.shape[-1]))[..., :self.L, :]
+
+    def rows(self, x):
+        """(..., L, X) -> query blocks (..., d, nb, b, X)."""
+        y = self.split(x)
+        pad = self.nb * self.b - self.Ld
+        if pad:
+            y = np.concatenate([y, np.zeros(y.shape[:-2] + (pad, y.shape[-1]), y.dtype)], axis=-2)
+        return y.reshape(y.shape[:-2] + (self.nb, self.b, y.shape[-1]))
+
+    def unrows(self, y):
+        """(..., d, nb, b, X) -> (..., L, X)."""
+        y = y.reshape(y.shape[:-3] + (self.nb * self.b, y.shape[-1]))[..., :self.Ld, :]
+        return self.merge(y)
+
+    def keys(self, x):
+        """(..., L, X) -> padded keys (..., d, Sp, X), kp[t] = x[t + lo] within each class."""
+        y = self.split(x)
+        z = np.zeros(y.shape[:-2] + (self.Sp, y.shape[-1]), y.dtype)  # Sp >= Ld - lo: room on both sides
+        z[..., -self.lo:-self.lo + self.Ld, :] = y
+        return z
+
+    def windows(self, kp):
+        """(..., d, Sp, X) -> (..., d, nb, W, X): block n's keys, a strided view (no copy)."""
+        v = np.lib.stride_tricks.sliding_window_view(kp, self.W, axis=-2)[..., ::self.b, :, :]
+        return np.swapaxes(v, -1, -2)
+
+    def unwindows(self, xw):
+        """Adjoint of windows(keys(.)): (..., d, nb, W, X) -> (..., L, X), overlapping windows summed."""
+        b, m, nb = self.b, self.m, self.nb
+        xr = xw.reshape(xw.shape[:-2] + (m, b, xw.shape[-1]))          # (..., d, nb, m, b, X)
+        acc = np.zeros(xw.shape[:-3] + (nb + m - 1, b, xw.shape[-1]), xw.dtype)
+        for t in range(m):                                              # window n, part t -> key block n + t
+            acc[..., t:t + nb, :, :] += xr[..., :, t, :, :]
+        kp = acc.reshape(acc.shape[:-3] + (self.Sp, acc.shape[-1]))
+        return self.merge(kp[..., -self.lo:-self.lo + self.Ld, :])
+
+
+# ---- sliding-window attention ---------------------------------------------------------------------------
+
+def _sw_forward(q, k, v, lay, kvalid, gidx, causal, scale, dirty):
+    """Blocked forward; -> (out (..., L, Ev), cache). kvalid (..., L) bool: keys that are not padding."""
+    L, dt = lay.L, q.dtype
+    zero, ninf = np.zeros((), dt), np.array(-np.inf, dt)
+    qs = q * scale
+    isg = np.zeros(L, bool)
+    isg[gidx] = True
+    # band part: keys that are neither padding nor global, queries that are not global
+    kband = lay.keys((kvalid & ~isg)[..., None])[..., 0]                   # (..., d, Sp) bool
+    qrow = lay.rows((~isg)[:, None])[..., 0]                               # (d, nb, b): real, non-global rows
+    allowed = lay.struct & lay.windows(kband[..., None])[..., 0][..., None, :] & qrow[..., None]  # (..., d, nb, b, W)
+    qb = lay.rows(qs)                                                      # (..., d, nb, b, E)
+    kw = lay.windows(lay.keys(k))                                          # (..., d, nb, W, E), a view
+    vw = lay.windows(lay.keys(v))                                          # (..., d, nb, W, Ev)
+    s = qb @ np.swapaxes(kw, -1, -2)                                       # (..., d, nb, b, W)
+    s = np.where(allowed, s, ninf)
+    mx = lay.unrows(s.max(axis=-1)[..., None])[..., 0]                     # (..., L) row max of the band
+    ng = len(gidx)
+    if ng:  # global key columns: every non-global query sees them (causal: those at or before it)
+        kg, vg = k[..., gidx, :], v[..., gidx, :]                          # (..., G, E)
+        ag = kvalid[..., gidx][..., None, :] & (~isg)[:, None]             # (..., L, G)
+        if causal:
+            ag = ag & (gidx[None, :] <= np.arange(L)[:, None])
+        sg = np.where(ag, qs @ np.swapaxes(kg, -1, -2), ninf)              # (..., L, G)
+        mx = np.maximum(mx, sg.max(axis=-1))
+    bad = ~np.isfinite(mx)
+    if bad.any():
+        if dirty:  # a NaN or +inf max stays (that row is NaN, as in torch); only empty rows get 0
+            has = lay.unrows(allowed.any(axis=-1)[..., None])[..., 0]
+            if ng:
+                has = has | ag.any(axis=-1)
+            bad &= ~has
+        mx = np.where(bad, zero, mx)
+    p = np.exp(s - lay.rows(mx[..., None]))                                # (..., d, nb, b, W)
+    den = lay.unrows(p.sum(axis=-1)[..., None])[..., 0]
+    if ng:
+        pg = np.exp(sg - mx[..., None])
+        den = den + pg.sum(axis=-1)
+    den = np.where(den == 0, np.ones((), dt), den)                         # an empty row stays 0
+    denr = lay.rows(den[..., None])
+    denr[denr == 0] = 1                                                    # the blocks' padding rows
+    p /= denr
+    if dirty:
+        p = np.where(allowed, p, zero)
+    pv = _masked_matmul(p, vw, allowed) if dirty else p @ vw               # (..., d, nb, b, Ev)
+    out = lay.unrows(pv)
+    cache = {"qs": qs, "kw": kw, "vw": vw, "p": p, "allowed": allowed, "out_local": out}
+    if ng:
+        pg = pg / den[..., None]
+        if dirty:
+            pg = np.where(ag, pg, zero)
+        out = out + (_masked_matmul(pg, vg, ag) if dirty else pg @ vg)
+        cache.update(kg=kg, vg=vg, pg=pg, ag=ag)
+        # global queries: dense attention over every key (padding and causality kept)
+        aG = kvalid[..., None, :] & (np.arange(L)[None, :] <= gidx[:, None] if causal else True)  # (..., G, L)
+        outG, _, cG = _forward(q[..., gidx, :], k, v, np.asarray(aG), None, scale, 0.0, None)
+        cache["out_local"] = out.copy()
+        out[..., gidx, :] = outG
+        cache["cG"] = cG
+    return out, cache
+
+
+def _sw_backward(g, cache, lay, gidx, scale, need, dirty):
+    """-> (dq, dk, dv) of the blocked forward (None where not needed)."""
+    qs, kw, vw, p, allowed = cache["qs"], cache["kw"], cache["vw"], cache["p"], cache["allowed"]
+    ng = len(gidx)
+    mm = (lambda P, X, A: _masked_matmul(P, X, A)) if dirty else (lambda P, X, A: P @ X)
+    T = lambda a: np.swapaxes(a, -1, -2)  # noqa: E731
+    gl = g
+    if ng:
+        gl = g.copy()
+        gl[..., gidx, :] = 0                                               # global rows: the dense part's
+    gb = lay.rows(gl)                                                      # (..., d, nb, b, Ev)
+    dv = lay.unwindows(mm(T(p), gb, T(allowed))) if need[2] else None      # out = p v
+    # d softmax: p * (dp - sum_j p dp), and sum_j p_ij dp_ij = g_i . out_i
+    dsum = np.sum(gl * cache["out_local"], axis=-1, keepdims=True)         # (..., L, 1)
+    ds = (gb @ T(vw) - lay.rows(dsum)) * p                                 # (..., d, nb, b, W)
+    if dirty:
+        ds = np.where(allowed, ds, np.zeros((), ds.dtype))
+    dq = lay.unrows(mm(ds, kw, allowed)) * scale if need[0] else None      # s = (q scale) k^T
+    dk = lay.unwindows(mm(T(ds), lay.rows(qs), T(allowed))) if need[1] else None
+    if ng:
+        kg, vg, pg, ag = cache["kg"], cache["vg"], cache["pg"], cache["ag"]
+        dsg = (gl @ T(vg) - dsum) * pg                                     # (..., L, G)
+        if dirty:
+            dsg = np.where(ag, dsg, np.zeros((), dsg.dtype))
+        if need[0]:
+            dq = dq + mm(dsg, kg, ag) * scale
+        if need[1]:
+            dk[..., gidx, :] += mm(T(dsg), qs, T(ag))                      # unwindows gave a fresh array
+        if need[2]:
+            dv[..., gidx, :] += mm(T(pg), gl, T(ag))
+        dqG, dkG, dvG, _ = _backward_out(np.ascontiguousarray(g[..., gidx, :]), cache["cG"], scale,
+                                         (need[0], need[1], need[2], False))
+        if need[0]:
+            dq[..., gidx, :] += dqG
+        if need[1]:
+            dk = dk + dkG
+        if need[2]:
+            dv = dv + dvG
+    return dq, dk, dv
+
+
+def _key_valid(key_padding_mask, batch, L, fn):
+    """key_padding_mask (B, S) True = padding -> kvalid (B, 1, ..., 1, L) bool True = a real key."""
+    if key_padding_mask is None:
+        return np.ones(L, bool)
+    m = as_bool_mask(key_padding_mask, f"{fn}: key_padding_mask (True = padding)")
+    if m.ndim != 2 or m.shape[1] != L or not batch or m.shape[0] not in (1, batch[0]):
+        raise ValueError(f"{fn}: key_padding_mask must be (B, S) = ({batch[0] if batch else 'B'}, {L}) "
+                         f"for batch dims {batch}, got shape {m.shape}")
+    return ~m.reshape((m.shape[0],) + (1,) * (len(batch) - 1) + (L,))
+
+
+def sliding_window_attention(query, key, value, window, causal=False, dilation=1, global_tokens=None,
+                             key_padding_mask=None, scale=None):
+    """Attention where query i sees keys j = i + d*o, |o| <= window (-window <= o <= 0 if causal), plus
+    global tokens (they attend to all and all attend to them); query, key (..., L, E), value (..., L, Ev).
+
+    Equal to scaled_dot_product_attention with the mask sliding_window_mask(L, window, causal=causal,
+    dilation=dilation) | global_token_mask(L, global_tokens, causal) and the key padding, but computed in
+    blocks: memory O(L * window), not O(L^2). key_padding_mask (B, S): True = padding (ignored).
+    A query with nothing to attend gets zeros (and zero gradients). One graph node, hand-written backward.
+    """
+    fn = "sliding_window_attention"
+    q, k, v = as_tensor(query), as_tensor(key), as_tensor(value)
+    window = _check_int("window", window, 0, fn)
+    dilation = _check_int("dilation", dilation, 1, fn)
+    shape = _check_qkv(q, k, v)
+    L, S = shape[-2:]
+    if L != S:
+        raise ValueError(f"{fn}: query (..., L, E) and key (..., S, E) must have L == S (a window is self-"
+                         f"attention), got L = {L}, S = {S}")
+    batch = shape[:-2]
+    kvalid = _key_valid(key_padding_mask, batch, L, fn)
+    gidx = np.zeros(0, np.int64) if global_tokens is None else _global_index(global_tokens, L, fn)
+    E = q.shape[-1]
+    scale = 1.0 / math.sqrt(E) if scale is None else float(scale)
+    lay = _Layout(L, window, causal, dilation)
+    # broadcast the batch dims once (views); the engine sums the gradients back to each input's shape
+    qd, kd, vd = (np.broadcast_to(t.data, batch + t.shape[-2:]) for t in (q, k, v))
+    kvalid = np.broadcast_to(kvalid, batch + (L,))
+    finite = np.isfinite(qd).all() and np.isfinite(kd).all() and np.isfinite(vd).all()
+    dirty = not finite
+    if L == 0:
+        return make_node(np.zeros(batch + (0, v.shape[-1]), q.dtype), (q, k, v),
+                     lambda g: (None, None, None), fn)
+    with _quiet(dirty):
+        out, cache = _sw_forward(qd, kd, vd, lay, kvalid, gidx, causal, scale, dirty)
+
+    def backward(g):  # (dq, dk, dv); see _sw_backward
+        d = dirty or not np.isfinite(g).all()
+        with _quiet(d):
+            return _sw_backward(g, cache, lay, gidx, scale, (q.requires_grad, k.requires_grad, v.requires_grad), d)
+    return make_node(out, (q, k, v), backward, fn)
+
+
+def sliding_window_reference_mask(L, window, causal=False, dilation=1, global_tokens=None):
+    """The (L, L) bool mask sliding_window_attention equals dense attention with (before padding)."""
+    m = sliding_window_mask(L, window, causal=causal, dilation=dilation)
+    if global_tokens is not None:
+        m = m | global_token_mask(L, global_tokens, causal=causal)
+    return m
+
+
+# ---- the Sparse Transformer's "fixed" pattern, blocked --------------------------------------------------------
+
+def _fixed_forward(q, k, v, stride, c, causal, kvalid, scale, dirty):
+    """Blocks of `stride` queries against their own block, plus the summary columns; -> (out, cache)."""
+    L, dt = q.shape[-2], q.dtype
+    s = stride
+    nb = -(-L // s)
+    zero, ninf = np.zeros((), dt), np.array(-np.inf, dt)
+    pad = nb * s - L
+
+    def blocks(x):  # (..., L, X) -> (..., nb, s, X), zero-padded
+        if pad:
+            x = np.concatenate([x, np.zeros(x.shape[:-2] + (pad, x.shape[-1]), x.dtype)], axis=-2)
+        return x.reshape(x.shape[:-2] + (nb, s, x.shape[-1]))
+
+    pos = np.arange(nb * s)
+    summary = pos % s >= s - c                                          # the last c cells of each block
+    valid = np.concatenate([kvalid, np.zeros(kvalid.shape[:-1] + (pad,), bool)], axis=-1)  # (..., nb s)
+    r, cc = np.arange(s)[:, None], np.arange(s)[None, :]
+    inblock = (cc <= r) if causal else np.ones((s, s), bool)            # (s, s)
+    # own block, summary cells excepted (the columns below hold them for every query)
+    kb_ok = (valid & ~summary).reshape(valid.shape[:-1] + (nb, 1, s))
+    allowed = inblock & kb_ok                                           # (..., nb, s, s)
+    qs = q * scale
+    qb, kb, vb = blocks(qs), blocks(k), blocks(v)
+    sb = np.where(allowed, qb @ np.swapaxes(kb, -1, -2), ninf)          # (..., nb, s, s)
+    cols = np.flatnonzero(summary[:L])                                  # summary positions < L
+    kg, vg = k[..., cols, :], v[..., cols, :]                           # (..., G, E)
+    ag = kvalid[..., cols][..., None, :]                                # (..., 1, G)
+    if causal:
+        ag = ag & (cols[None, :] <= np.arange(L)[:, None])
+    ag = np.broadcast_to(ag, q.shape[:-2] + (L, len(cols)))
+    sg = np.where(ag, qs @ np.swapaxes(kg, -1, -2), ninf)               # (..., L, G)
+    unb = lambda y: y.reshape(y.shape[:-3] + (nb * s, y.shape[-1]))[..., :L, :]  # noqa: E731
+    mx = unb(sb.max(axis=-1)[..., None])[..., 0]
+    if len(cols):
+        mx = np.maximum(mx, sg.max(axis=-1))
+    bad = ~np.isfinite(mx)
+    if bad.any():
+        if dirty:
+            has = unb(allowed.any(axis=-1)[..., None])[..., 0] | ag.any(axis=-1)
+            bad &= ~has
+        mx = np.where(bad, zero, mx)
+    p = np.exp(sb - blocks(mx[..., None]))
+    pg = np.exp(sg - mx[..., None])
+    den = unb(p.sum(axis=-1)[..., None])[..., 0] + pg.sum(axis=-1)
+    den = np.where(den == 0, np.ones((), dt), den)
+    denb = blocks(den[..., None])
+    denb[denb == 0] = 1                                                 # the padding rows
+    p /= denb
+    pg /= den[..., None]
+    if dirty:
+        p, pg = np.where(allowed, p, zero), np.where(ag, pg, zero)
+    mm = _masked_matmul if dirty else (lambda P, X, A: P @ X)
+    out = unb(mm(p, vb, np.broadcast_to(allowed, p.shape))) + mm(pg, vg, ag)
+    return out, dict(qs=qs, qb=qb, kb=kb, vb=vb, p=p, pg=pg, kg=kg, vg=vg, allowed=allowed, ag=ag, cols=cols,
+                     out=out, blocks=blocks, unb=unb)
+
+
+def _fixed_backward(g, c, need, dirty):
+    """-> (dq, dk, dv) of _fixed_forward."""
+    p, pg, allowed, ag, cols = c["p"], c["pg"], np.broadcast_to(c["allowed"], c["p"].shape), c["ag"], c["cols"]
+    blocks, unb = c["blocks"], c["unb"]
+    T = lambda a: np.swapaxes(a, -1, -2)  # noqa: E731
+    mm = _masked_matmul if dirty else (lambda P, X, A: P @ X)
+    zero = np.zeros((), g.dtype)
+    gb = blocks(g)
+    dsum = np.sum(g * c["out"], axis=-1, keepdims=True)                  # d softmax: sum_j p dp = g . out
+    ds = (gb @ T(c["vb"]) - blocks(dsum)) * p
+    dsg = (g @ T(c["vg"]) - dsum) * pg
+    if dirty:
+        ds, dsg = np.where(allowed, ds, zero), np.where(ag, dsg, zero)
+    dq = dk = dv = None
+    if need[0]:  # w.r.t. q * scale; the caller multiplies by scale
+        dq = unb(mm(ds, c["kb"], allowed)) + mm(dsg, c["kg"], ag)
+    if need[1]:  # unb gives a fresh array: the summary columns add into it
+        dk = unb(mm(T(ds), c["qb"], T(allowed)))
+        dk[..., cols, :] += mm(T(dsg), c["qs"], T(ag))
+    if need[2]:
+        dv = unb(mm(T(p), gb, T(allowed)))
+        dv[..., cols, :] += mm(T(pg), g, T(ag))
+    return dq, dk, dv
+
+
+def fixed_attention(query, key, value, stride, c=1, causal=True, key_padding_mask=None, scale=None):
+    """The Sparse Transformer's "fixed" pattern without the L x L matrix: each query attends its own block
+    of `stride` and the last c cells of every block; equal to dense attention with fixed_mask(L, stride, c,
+    causal) (and the key padding). Memory O(L * (stride + c L / stride)); one node, hand-written backward."""
+    fn = "fixed_attention"
+    q, k, v = as_tensor(query), as_tensor(key), as_tensor(value)
+    stride = _check_int("stride", stride, 1, fn)
+    c = _check_int("c", c, 1, fn)
+    if c > stride:
+        raise ValueError(f"{fn}: c must be <= stride ({stride}), got {c}")
+    shape = _check_qkv(q, k, v)
+    L, S = shape[-2:]
+    if L != S:
+        raise ValueError(f"{fn}: query (..., L, E) and key (..., S, E) must have L == S, got L = {L}, S = {S}")
+    batch = shape[:-2]
+    kvalid = np.broadcast_to(_key_valid(key_padding_mask, batch, L, fn), batch + (L,))
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+    qd, kd, vd = (np.broadcast_to(t.data, batch + t.shape[-2:]) for t in (q, k, v))
+    dirty = not (np.isfinite(qd).all() and np.isfinite(kd).all() and np.isfinite(vd).all())
+    with _quiet(dirty):
+        out, cache = _fixed_forward(qd, kd, vd, stride, c, causal, kvalid, scale, dirty)
+
+    def backward(g):  # (dq, dk, dv)
+        d = dirty or not np.isfinite(g).all()
+        with _quiet(d):
+            dq, dk, dv = _fixed_backward(g, cache, (q.requires_grad, k.requires_grad, v.requires_grad), d)
+        return (None if dq is None else dq * scale), dk, dv
+    return make_node(out, (q, k, v), backward, fn)
+
+
+# ---- Luong local attention (Luong, Pham & Manning 2015, sec. 3.2) ------------------------------------------
+
+LOCAL_MODES = ("local-m", "local-p")
+
+
+class _StepKeys:
+    """Prepared keys plus the decoder step they are at: local-m's aligned position p_t = t counts the
+    attention calls since prepare_keys (Seq2Seq prepares once per source, then calls once per step)."""
+
+    def __init__(self, keys):
+        self.keys, self.step = keys, 0
+
+
+class LocalScore(Score):
+    """The content score (`align`, any score name) and, for local-p, the position predictor
+    p_t = S sigmoid(v_p . tanh(W_p h_t)) (S = the source's length, padding excluded)."""
+
+    def __init__(self, mode, query_dim, key_dim, window=4, score="general"):
+        super().__init__()
+        if mode not in LOCAL_MODES:
+            raise ValueError(f"LocalScore: mode must be one of {LOCAL_MODES}, got {mode!r}")
+        low = 1 if mode == "local-p" else 0  # local-p's Gaussian has sigma = window / 2 > 0
+        self.mode, self.window = mode, _check_int("window", window, low, "LocalScore")
+        self.align = make_score(score, query_dim, key_dim, query_dim)
+        if mode == "local-p":
+            self.W_p = Linear(query_dim, query_dim, bias=False)
+            bound = 1 / math.sqrt(query_dim)
+            self.v_p = uniform_(parameter(query_dim), -bound, bound)
+
+    def prepare_keys(self, keys):
+        """The align score's prepared keys, wrapped with a step counter that starts at 0 (local-m's p_t)."""
+        return _StepKeys(self.align.prepare_keys(keys))
+
+    def centre(self, query, lengths, step):
+        """p_t (B, L, 1): the window's centre; a Tensor that carries gradient for local-p."""
+        n = lengths.astype(query.dtype)[:, None, None]                             # (B, 1, 1)
+        if self.mode == "local-m":  # p_t = t, kept inside the source
+            return Tensor(np.minimum(np.full(query.shape[:-1] + (1,), step, query.dtype), n - 1))
+        return ops.sigmoid(ops.tanh(self.W_p(query)) @ self.v_p.reshape(-1, 1)) * n  # (B, L, 1)
+
+
+class LuongLocalAttention(Module):
+    """Luong's local attention for a decoder: forward -> (context (B, L, Dv), weights (B, L, S)).
+
+    The weights are the content score's softmax over the window [p_t - D, p_t + D] (D = window, centred
+    on round(p_t)); local-p multiplies them by exp(-(s - p_t)^2 / (2 sigma^2)), sigma = D / 2, which carries
+    the gradient into p_t (the window's choice itself is a constant). local-m: p_t = t, the decoder step.
+    key_padding_mask (B, S): True = padding (ignored, and not counted in S).
+    """
+
+    def __init__(self, mode, query_dim, key_dim, window=4, score="general"):
+        super().__init__()
+        self.score = LocalScore(mode, query_dim, key_dim, window, score)
+
+    def forward(self, query, keys, values=None, key_padding_mask=None, prepared_keys=None):
+        """One decoder step's window attention: (context (B, L, Dv), weights (B, L, S)); advances the step."""
+        values = keys if values is None else values
+        B, S = keys.shape[0], keys.shape[-2]
+        prepared = self.score.prepare_keys(keys) if prepared_keys is None else prepared_keys
+        step = prepared.step
+        prepared.step += 1
+        lengths = np.full(B, S)
+        valid = np.ones((B, 1, S), bool)
+        if key_padding_mask is not None:
+            kpm = as_bool_mask(key_padding_mask, "key_padding_mask")
+            if kpm.shape != (B, S):
+                raise ValueError(f"LuongLocalAttention: key_padding_mask must be (B, S) = {(B, S)}, "
+                                 f"got shape {kpm.shape}")
+            lengths, valid = (~kpm).sum(axis=1), ~kpm[:, None, :]
+        s = self.score.align.score_prepared(query, prepared.keys)                   # (B, L, S)
+        p = self.score.centre(query, lengths, step)                                 # (B, L, 1)
+        pos = np.arange(S)[None, None, :]
+        centre = np.clip(np.round(p.data), 0, np.maximum(lengths - 1, 0)[:, None, None])
+        allowed = (np.abs(pos - centre) <= self.score.window) & valid                # (B, L, S), a constant
+        w = masked_softmax(s, allowed)
+        if self.score.mode == "local-p":
+            sigma = self.score.window / 2
+            w = w * ops.exp(-((Tensor(pos.astype(query.dtype)) - p) ** 2) / (2 * sigma ** 2))
+        return w @ values, w
