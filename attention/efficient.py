@@ -15,7 +15,8 @@ import numpy as np
 from minigrad import Tensor, make_node
 from minigrad.ops import as_tensor
 
-from .functional import _check_qkv, _masked_matmul, _prepare_masks, _quiet
+from .functional import _check_qkv, _masked_matmul, _quiet
+from .masks import prepare_masks
 
 
 def _cols(m, rows, c0, c1):
@@ -134,7 +135,7 @@ def memory_efficient_attention(query, key, value, attn_mask=None, is_causal=Fals
     if is_causal and attn_mask is not None:
         raise ValueError(f"{fn}: give attn_mask or is_causal=True, not both "
                          f"(fold the causal rule into attn_mask with attention.causal_mask)")
-    allowed, bias = (None, None) if is_causal else _prepare_masks(attn_mask, False, shape, q.dtype)
+    allowed, bias = (None, None) if is_causal else prepare_masks(attn_mask, False, shape, q.dtype)
     return _attend_chunked(q, k, v, allowed, bias, is_causal, scale, int(chunk_size))
 
 

@@ -10,7 +10,6 @@ Mask polarity and causal alignment: see masks.py (the one place they are written
 """
 import math
 from contextlib import nullcontext
-from functools import lru_cache
 
 import numpy as np
 
@@ -19,14 +18,7 @@ from minigrad.ops import as_tensor
 from minigrad.random import get_rng
 
 from .masks import (as_bool_mask, as_mask_array, causal_mask, check_broadcast, key_padding_to_attn_mask,  # noqa: F401
-                    padding_mask_from_lengths)
-
-
-@lru_cache(maxsize=64)
-def _causal(L, S, align):
-    m = causal_mask(L, S, align)
-    m.flags.writeable = False  # shared between calls
-    return m
+                    padding_mask_from_lengths, prepare_masks)
 
 
 # ---- the NumPy kernels: forward and backward side by side ------------------------------------------
@@ -213,33 +205,6 @@ def _check_qkv(q, k, v):
     return batch + (q.shape[-2], k.shape[-2])  # the scores' shape (..., L, S)
 
 
-def _prepare_masks(attn_mask, is_causal, scores_shape, dtype, name="attn_mask", bool_meaning="True = may attend"):
-    """-> (allowed bool array or None, bias Tensor or None) from the user's mask arguments."""
-    if is_causal and attn_mask is not None:
-        raise ValueError(f"scaled_dot_product_attention: give {name} or is_causal=True, not both "
-                         f"(fold the causal rule into {name} with attention.causal_mask)")
-    L, S = scores_shape[-2:]
-    if is_causal:
-        return _causal(L, S, "upper_left"), None  # as PyTorch's is_causal (see masks.py)
-    if attn_mask is None:
-        return None, None
-    m = as_mask_array(attn_mask, name, bool_meaning)
-    check_broadcast(m, scores_shape, name)
-    if m.dtype == bool:
-        return m, None
-    bias = attn_mask if isinstance(attn_mask, Tensor) else Tensor(m)
-    if bias.dtype != dtype:
-        bias = bias.astype(dtype) if bias.requires_grad else Tensor(m.astype(dtype))
-    neg = np.isneginf(m)
-    return (~neg if neg.any() else None), bias  # -inf in a float mask is masked: selected out as well
-
-
-def _combine(a, b):
-    if a is None:
-        return b
-    return a if b is None else a & b
-
-
 # ---- public API ------------------------------------------------------------------------------------
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
@@ -260,7 +225,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     """
     q, k, v = as_tensor(query), as_tensor(key), as_tensor(value)
     shape = _check_qkv(q, k, v)
-    allowed, bias = _prepare_masks(attn_mask, is_causal, shape, q.dtype)
+    allowed, bias = prepare_masks(attn_mask, is_causal, shape, q.dtype)
     return _attend(q, k, v, None, allowed, bias, dropout_p, scale, return_weights, training, rng)
 
 

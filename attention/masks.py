@@ -11,8 +11,12 @@ at key position S - L + i and attends keys j <= S - L + i (a decoder step over a
 (j <= i, `causal_mask(L, S, align="upper_left")`). The two agree when L == S. With lower-right and
 L > S the first L - S queries attend nothing, so their rows are zero.
 
-Later builders (sliding windows, sparse patterns) belong here too.
+Every attention entry point turns its mask arguments into one (allowed, bias) pair here: prepare_masks for
+scaled_dot_product_attention's attn_mask / is_causal, mha_masks for MultiHeadAttention's three arguments.
+The sliding-window and sparse patterns are built in local.py, with the same polarity.
 """
+from functools import lru_cache
+
 import numpy as np
 
 from minigrad import Tensor
@@ -84,3 +88,77 @@ def check_broadcast(mask, shape, name, what="the scores (..., L, S)"):
         ok = False
     if not ok:
         raise ValueError(f"{name} of shape {mask.shape} does not broadcast to {what} of shape {tuple(shape)}")
+
+
+# ---- from the user's arguments to one (allowed, bias) pair ---------------------------------------
+
+@lru_cache(maxsize=64)
+def _causal(L, S, align):
+    """causal_mask(L, S, align), read-only and cached (the same mask for every call of that size)."""
+    m = causal_mask(L, S, align)
+    m.flags.writeable = False  # shared between calls
+    return m
+
+
+def prepare_masks(attn_mask, is_causal, scores_shape, dtype, name="attn_mask", bool_meaning="True = may attend"):
+    """attn_mask / is_causal -> (allowed bool array or None, float bias Tensor or None) for scores_shape."""
+    if is_causal and attn_mask is not None:
+        raise ValueError(f"scaled_dot_product_attention: give {name} or is_causal=True, not both "
+                         f"(fold the causal rule into {name} with attention.causal_mask)")
+    L, S = scores_shape[-2:]
+    if is_causal:
+        return _causal(L, S, "upper_left"), None  # as PyTorch's is_causal (see the module docstring)
+    if attn_mask is None:
+        return None, None
+    m = as_mask_array(attn_mask, name, bool_meaning)
+    check_broadcast(m, scores_shape, name)
+    if m.dtype == bool:
+        return m, None
+    bias = attn_mask if isinstance(attn_mask, Tensor) else Tensor(m)
+    if bias.dtype != dtype:
+        bias = bias.astype(dtype) if bias.requires_grad else Tensor(m.astype(dtype))
+    neg = np.isneginf(m)
+    return (~neg if neg.any() else None), bias  # -inf in a float mask is masked: selected out as well
+
+
+def combine(a, b):
+    """Two attend masks (or None) -> their AND (None when both are None)."""
+    if a is None:
+        return b
+    return a if b is None else a & b
+
+
+def mha_masks(key_padding_mask, attn_mask, is_causal, B, H, L, S, dtype):
+    """MultiHeadAttention's mask arguments -> (allowed bool array or None, float bias Tensor or None),
+    broadcastable to the scores (B, H, L, S): is_causal, then attn_mask ((L, S), (B*H, L, S) or broadcasting
+    to (B, H, L, S)), then key_padding_mask (B, S), True = padding, each folded into one attend mask."""
+    shape = (B, H, L, S)
+    if is_causal and attn_mask is not None:
+        raise ValueError("MultiHeadAttention: give attn_mask or is_causal=True, not both "
+                         "(fold the causal rule into attn_mask with attention.causal_mask)")
+    allowed, bias = prepare_masks(None, is_causal, shape, dtype)
+    if attn_mask is not None:
+        m = attn_mask if isinstance(attn_mask, Tensor) else Tensor(np.asarray(attn_mask))
+        if m.ndim == 3 and m.shape[0] == B * H:  # PyTorch's (B*H, L, S) layout (also when B*H == 1)
+            m = m.reshape(B, H, L, S)
+        elif m.ndim not in (2, 4):
+            raise ValueError(f"MultiHeadAttention: attn_mask must be (L, S), (B*H, L, S) or broadcast "
+                             f"to (B, H, L, S) = {shape}, got shape {m.shape}")
+        a, bias = prepare_masks(m, False, shape, dtype, "attn_mask")
+        allowed = combine(allowed, a)
+    if key_padding_mask is not None:
+        kpm = key_padding_mask if isinstance(key_padding_mask, Tensor) else Tensor(np.asarray(key_padding_mask))
+        if kpm.dtype != bool and kpm.dtype.kind != "f":  # say it here: as_mask_array's wording is attn_mask's
+            raise TypeError(f"MultiHeadAttention: key_padding_mask must be bool (True = padding, ignored) "
+                            f"or float (added to the scores), got dtype {kpm.dtype}")
+        if kpm.shape != (B, S):
+            raise ValueError(f"MultiHeadAttention: key_padding_mask must be (B, S) = {(B, S)}, "
+                             f"got shape {kpm.shape}")
+        kpm = kpm.reshape(B, 1, 1, S)  # (B, S) -> (B, 1, 1, S): same keys for every head and query
+        if kpm.dtype == bool:
+            allowed = combine(allowed, ~kpm.data)  # True = padding -> False = may not attend
+        else:
+            a, b = prepare_masks(kpm, False, shape, dtype, "key_padding_mask", "True = padding, ignored")
+            allowed = combine(allowed, a)
+            bias = b if bias is None else bias + b
+    return allowed, bias

@@ -14,7 +14,8 @@ from minigrad import ops
 from minigrad.nn import Linear, Module, parameter, xavier_uniform_, zeros_
 from minigrad.tensor import Tensor
 
-from .functional import _attend, _combine, _prepare_masks
+from .functional import _attend
+from .masks import mha_masks
 
 PATHS = ("dense", "window", "efficient")  # MultiHeadAttention(attention=...): how the heads attend
 
@@ -81,7 +82,7 @@ class MultiHeadAttention(Module):
             y = sliding_window_attention(q, k, v, self.window, causal=is_causal, dilation=self.dilation,
                                          key_padding_mask=key_padding_mask)
         else:
-            allowed, bias = self._masks(key_padding_mask, attn_mask, False, B, L, S, query.dtype)
+            allowed, bias = mha_masks(key_padding_mask, attn_mask, False, B, self.num_heads, L, S, query.dtype)
             y = _attend_chunked(q, k, v, allowed, bias, is_causal, None, self.chunk_size)
         y = y.transpose(0, 2, 1, 3).reshape(B, L, C)  # (B, H, L, D) -> (B, L, C)
         return self.out_proj(y), None
@@ -95,40 +96,6 @@ class MultiHeadAttention(Module):
             w = (self.q_proj_weight, self.k_proj_weight, self.v_proj_weight)[i]
         b = None if self.in_proj_bias is None else self.in_proj_bias[i * C:(i + 1) * C]
         return w, b
-
-    def _masks(self, key_padding_mask, attn_mask, is_causal, B, L, S, dtype):
-        """-> (allowed bool array or None, float bias Tensor or None), broadcastable to (B, H, L, S)."""
-        H = self.num_heads
-        shape = (B, H, L, S)
-        if is_causal and attn_mask is not None:
-            raise ValueError("MultiHeadAttention: give attn_mask or is_causal=True, not both "
-                             "(fold the causal rule into attn_mask with attention.causal_mask)")
-        allowed, bias = _prepare_masks(None, is_causal, shape, dtype)
-        if attn_mask is not None:
-            m = attn_mask if isinstance(attn_mask, Tensor) else Tensor(np.asarray(attn_mask))
-            if m.ndim == 3 and m.shape[0] == B * H:  # PyTorch's (B*H, L, S) layout (also when B*H == 1)
-                m = m.reshape(B, H, L, S)
-            elif m.ndim not in (2, 4):
-                raise ValueError(f"MultiHeadAttention: attn_mask must be (L, S), (B*H, L, S) or broadcast "
-                                 f"to (B, H, L, S) = {shape}, got shape {m.shape}")
-            a, bias = _prepare_masks(m, False, shape, dtype, "attn_mask")
-            allowed = _combine(allowed, a)
-        if key_padding_mask is not None:
-            kpm = key_padding_mask if isinstance(key_padding_mask, Tensor) else Tensor(np.asarray(key_padding_mask))
-            if kpm.dtype != bool and kpm.dtype.kind != "f":  # say it here: as_mask_array's wording is attn_mask's
-                raise TypeError(f"MultiHeadAttention: key_padding_mask must be bool (True = padding, ignored) "
-                                f"or float (added to the scores), got dtype {kpm.dtype}")
-            if kpm.shape != (B, S):
-                raise ValueError(f"MultiHeadAttention: key_padding_mask must be (B, S) = {(B, S)}, "
-                                 f"got shape {kpm.shape}")
-            kpm = kpm.reshape(B, 1, 1, S)  # (B, S) -> (B, 1, 1, S): same keys for every head and query
-            if kpm.dtype == bool:
-                allowed = _combine(allowed, ~kpm.data)  # True = padding -> False = may not attend
-            else:
-                a, b = _prepare_masks(kpm, False, shape, dtype, "key_padding_mask", "True = padding, ignored")
-                allowed = _combine(allowed, a)
-                bias = b if bias is None else bias + b
-        return allowed, bias
 
     def forward(self, query, key=None, value=None, key_padding_mask=None, attn_mask=None, is_causal=False,
                 need_weights=True, average_attn_weights=False):
@@ -166,7 +133,7 @@ class MultiHeadAttention(Module):
             if is_causal and attn_mask is not None:
                 raise ValueError("MultiHeadAttention: give attn_mask or is_causal=True, not both")
             return self._forward_fast(query, key, value, key_padding_mask, attn_mask, is_causal, B, L, S)
-        allowed, bias = self._masks(key_padding_mask, attn_mask, is_causal, B, L, S, query.dtype)
+        allowed, bias = mha_masks(key_padding_mask, attn_mask, is_causal, B, H, L, S, query.dtype)
         common = (allowed, bias, self.dropout, None, need_weights, self.training, None)
         if self_attn and self._same_dims:
             # one fused linear for q, k and v, then a view per head
