@@ -315,7 +315,7 @@ class Linear(Module):
             if bias else None
 
     def forward(self, x):
-        """x (..., in_features) -> x W^T + b (..., out_features), one fused linear node."""
+        """x (..., in_features) -> x W^T + b (..., out_features), b only if bias; one fused linear node."""
         return ops.linear(x, self.weight, self.bias)
 
     def extra_repr(self):
@@ -343,7 +343,7 @@ class Embedding(Module):
             self.weight.data[padding_idx] = 0
 
     def forward(self, idx):
-        """Integer indices (...) -> their rows of weight (..., embedding_dim); padding rows get no gradient."""
+        """Integer indices (...) -> rows of weight (..., embedding_dim); the padding_idx row gets no gradient."""
         i = idx.data if isinstance(idx, Tensor) else np.asarray(idx)
         if i.dtype.kind not in "iu":
             raise TypeError(f"Embedding: indices must be integers, got dtype {i.dtype}")
@@ -373,7 +373,7 @@ class LayerNorm(Module):
         self.bias = zeros_(parameter(*self.normalized_shape)) if elementwise_affine and bias else None
 
     def forward(self, x):
-        """x normalised over its trailing normalized_shape dims, then scaled and shifted; same shape as x."""
+        """x normalised over its trailing normalized_shape dims, then times weight plus bias (if present)."""
         return ops.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
 
     def extra_repr(self):
