@@ -8,7 +8,7 @@ One shape contract: query (..., L, Dq), keys (..., S, Dk) -> scores (..., L, S).
   cosine      g cos(q, k), g learned              (content-based addressing, Graves et al. 2014)
 Every score splits into `prepare_keys(keys)` (work that depends on the keys only: U k, W k, k / |k|)
 and `score_prepared(query, prepared)`, so a decoder computes the first once per source sentence and
-the second at every step. `score(query, keys)` does both.
+the second at every step. Calling the module, `score(query, keys)` (its forward), does both.
 """
 import math
 
