@@ -1,13 +1,17 @@
-"""attention: the classic attention mechanisms on top of minigrad (read functional.py, then multihead.py)."""
+"""attention: the classic attention mechanisms on top of minigrad.
+
+Read masks.py, scores.py, functional.py, multihead.py, transformer.py, seq2seq.py (soft attention); local.py and
+efficient.py (restricted and memory-efficient attention); distributions.py, hard.py, reinforce.py, glimpse.py
+(hard attention trained by REINFORCE); tasks/ holds the toy data sets.
+"""
 from .functional import masked_softmax, scaled_dot_product_attention  # noqa: F401
 from .masks import causal_mask, key_padding_to_attn_mask, padding_mask_from_lengths  # noqa: F401
 from .multihead import MultiHeadAttention  # noqa: F401
 from .scores import (SCORES, AdditiveScore, Attention, CosineScore, DotScore, GeneralScore, ScaledDotScore,  # noqa: F401
                      Score, dot_score, make_score, scaled_dot_score)
-from .transformer import (LearnedPositionalEncoding, SinusoidalPositionalEncoding, TransformerDecoderLayer,  # noqa: F401
-                          TransformerEncoderLayer, sinusoidal_table)
+from .transformer import (LearnedPositionalEncoding, SinusoidalPositionalEncoding, TransformerDecoder,  # noqa: F401
+                          TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer, sinusoidal_table)
 from .seq2seq import Seq2Seq  # noqa: F401
-from .transformer import TransformerDecoder, TransformerEncoder  # noqa: F401
 from .distributions import Categorical, Normal  # noqa: F401
 from .hard import fifty_percent_trick, gumbel_softmax, hard_attention, policy_input  # noqa: F401
 from .reinforce import (MovingAverageBaseline, Rollout, Trainer, ValueBaseline, hybrid_loss,  # noqa: F401
@@ -17,3 +21,5 @@ from .local import (LocalScore, LuongLocalAttention, attended_pairs, fixed_atten
                     global_token_mask, sliding_window_attention, sliding_window_mask, sliding_window_reference_mask,
                     strided_mask)
 from .efficient import memory_efficient_attention  # noqa: F401
+from .glimpse import (HardGlimpseNet, PatchGrid, RecurrentAttentionModel, SoftGlimpseNet, conv2d,  # noqa: F401
+                      glimpse_sensor)

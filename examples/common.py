@@ -181,6 +181,12 @@ def pyplot():
     return plt
 
 
+def _cpu_seconds():
+    """CPU time of this process and of the worker processes it has waited for (user + system)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
 class Report:
     """Collects an example's tables and figures into section.md and its headline into headline.json.
 
@@ -195,7 +201,7 @@ class Report:
     def __init__(self, args, example, claim):
         self.args, self.example, self.claim = args, example, claim
         self.parts, self.head = [], None
-        self.start = time.perf_counter()
+        self.start, self.cpu_start = time.perf_counter(), _cpu_seconds()
 
     def table(self, rows, columns, title=None):
         if title:
@@ -220,13 +226,14 @@ class Report:
 
     def save(self, metrics):
         seconds = time.perf_counter() - self.start
+        cpu = _cpu_seconds() - self.cpu_start
         save_metrics(self.args.out, metrics)
         mode = "quick" if self.args.quick else "default"
         body = "\n\n".join([f"*{self.claim}*", *self.parts,
                             f"Run: `python examples/{self.example}.py{' --quick' if self.args.quick else ''}"
-                            f" --seed {self.args.seed}` ({mode} settings), {seconds:.0f} s."])
+                            f" --seed {self.args.seed}` ({mode} settings): {seconds:.0f} s wall, {cpu:.0f} s CPU."])
         write_atomic(os.path.join(self.args.out, "section.md"), body + "\n")
         if self.head is not None:
-            head = dict(self.head, seconds=round(seconds, 1), quick=bool(self.args.quick))
+            head = dict(self.head, seconds=round(seconds, 1), cpu_seconds=round(cpu, 1), quick=bool(self.args.quick))
             write_atomic(os.path.join(self.args.out, "headline.json"), json.dumps(_plain(head), indent=2) + "\n")
         return metrics

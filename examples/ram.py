@@ -1,0 +1,172 @@
+"""E10: the recurrent attention model (RAM) of Mnih et al. 2014, "Recurrent models of visual attention".
+
+The same cluttered 32x32 canvases as E9 (glimpse.py). RAM reads a multi-resolution retina (three patches of
+8, 16 and 32 pixels around a location, each averaged to 8x8) several times; a GRU core integrates the reads;
+a Gaussian location head on the detached core state says where to read next (its std is not learned: it is
+annealed from 0.6 to 0.15 over training, wide exploration first); a classifier reads the last state.
+The location policy is trained by REINFORCE (0/1 reward, learned baseline on the detached state after the
+first read, advantages standardised within the batch), everything else by cross-entropy (the hybrid loss,
+via the shared Trainer; global gradient-norm clip 5, Adam 2e-3 with cosine decay to 10%).
+The first read is at the centre for every model; the controls differ only in where the later reads go:
+  ram     the learned Gaussian policy (its mean at test time, one rollout)
+  random  uniform random locations
+  center  every read at the centre
+RAM is a slow learner: the published runs train for hundreds of epochs; here it gets a few thousand steps.
+
+python examples/ram.py [--quick] [--seed N] [--out DIR]
+"""
+from common import Progress, Report, parse_args, pyplot
+
+import argparse
+import time
+
+import numpy as np
+
+import minigrad as mg
+from minigrad import optim
+from attention.glimpse import RecurrentAttentionModel, loc_to_pixels
+from attention.reinforce import Trainer, ValueBaseline
+from attention.tasks.canvases import Canvases
+from plots import learning_curves
+
+MODELS = ["center", "random", "ram"]
+
+
+def add_flags(p):
+    p.add_argument("--glimpses", type=int, default=4, help="reads per canvas (the first is at the centre)")
+    p.add_argument("--reward", choices=["correct", "prob"], default="correct",
+                   help="REINFORCE reward: 0/1 correct, or the classifier's probability of the true class")
+    p.add_argument("--no-normalize", action="store_true", help="do not standardise advantages within the batch")
+    p.add_argument("--std", type=float, default=0.15, help="the location policy's fixed std (in [-1, 1] units)")
+    p.add_argument("--std-start", type=float, default=0.6,
+                   help="anneal the std linearly from this value to --std over training (0.6 -> 0.15 by default)")
+    p.add_argument("--steps", type=int, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--batch", type=int, default=64, help=argparse.SUPPRESS)
+    p.add_argument("--test-size", type=int, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--models", nargs="*", default=None, choices=MODELS, help=argparse.SUPPRESS)
+
+
+def prob_reward(out, target):
+    """The classifier's probability of the true class (B,): a dense reward in [0, 1] (its mean is the
+    expected 0/1 reward of sampling the prediction)."""
+    p = out.logits.data - out.logits.data.max(-1, keepdims=True)
+    p = np.exp(p) / np.exp(p).sum(-1, keepdims=True)
+    return p[np.arange(len(target)), target].astype(np.float64)
+
+
+def train(name, net, task, steps, batch, rng, lr=2e-3, reward="correct", normalize=True, std_start=None):
+    """The shared Trainer for every model (random and center sample nothing, so their policy term is 0)."""
+    net.rng = rng
+    baseline = ValueBaseline(net.hidden) if net.where == "learned" else None
+    params = net.parameters() + (baseline.parameters() if baseline else [])
+    opt = optim.Adam(params, lr=lr)
+    sched = optim.CosineAnnealingLR(opt, T_max=steps, eta_min=lr * 0.1)
+    trainer = Trainer(net, optimizer=opt, baseline=baseline, max_grad_norm=5.0, normalize=normalize,
+                      reward_fn=prob_reward if reward == "prob" else None)
+    progress = Progress(steps, label=f"{name:>6} ")
+    start = time.process_time()
+    std_end = net.std
+    for step in range(1, steps + 1):
+        if std_start is not None:  # a schedule, not a learned scale: wide exploration first, then narrow
+            net.std = std_start + (std_end - std_start) * (step - 1) / max(steps - 1, 1)
+        x, y, boxes = task.batch(batch, rng)
+        log = trainer.step((x, boxes), y)
+        sched.step()
+        progress(step, ce=log["cross_entropy"], reward=log["reward"], baseline_err=log["baseline_error"],
+                 hit=log["hit_rate"], std=net.std)
+    return trainer, time.process_time() - start
+
+
+def tracks_figure(net, test, n=8):
+    """Test canvases with RAM's reads: the centre first, then the policy's (numbered), and the object's box."""
+    plt = pyplot()
+    x, y, boxes = (a[:n] for a in test)
+    net.eval()
+    with mg.no_grad():
+        net(x, boxes)
+    net.train()
+    locs = net.last_locations
+    fig, axes = plt.subplots(1, n, figsize=(1.8 * n, 2.2))
+    for k, ax in enumerate(axes):
+        ax.imshow(x[k], cmap="gray", vmin=0, vmax=1)
+        b = boxes[k]
+        ax.add_patch(plt.Rectangle((b[1] - 0.5, b[0] - 0.5), b[3], b[2], fill=False, ec="lime", lw=1, ls="--"))
+        pr, pc = loc_to_pixels(locs[k, :, 0], 32) - 0.5, loc_to_pixels(locs[k, :, 1], 32) - 0.5
+        ax.plot(pc, pr, "-", color="red", lw=1)
+        for t in range(len(pr)):
+            ax.annotate(str(t + 1), (pc[t], pr[t]), color="yellow", fontsize=7, ha="center", va="center")
+        s = net.size
+        ax.add_patch(plt.Rectangle((pc[-1] - s / 2, pr[-1] - s / 2), s, s, fill=False, ec="red", lw=1))
+        ax.set_xlim(-0.5, 31.5)
+        ax.set_ylim(31.5, -0.5)
+        ax.set_title(f"label {y[k]}", fontsize=8)
+        ax.set_xticks([])
+        ax.set_yticks([])
+    fig.suptitle("RAM's glimpse tracks on test canvases (1 = centre; red box = the last read's finest patch; "
+                 "green dashed = the object)", fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def main():
+    args = parse_args("E10: the recurrent attention model on cluttered canvases", "ram", extra=add_flags)
+    if args.glimpses < 2:
+        raise SystemExit("ram.py: --glimpses must be at least 2 (the first read is always at the centre)")
+    report = Report(args, "ram", claim="a recurrent model that decides where to look next beats random and "
+                                       "centre-only glimpses, but learns slowly")
+    rng = np.random.default_rng(args.seed)
+    quick = args.quick
+    test_size = args.test_size or (1000 if quick else 2000)
+    task = Canvases(size=32, num_test=test_size, seed=args.seed)
+    steps = args.steps or (300 if quick else 6000)
+    print(f"{task.num_classes} classes; {args.glimpses} glimpses; {steps} steps per model; test {test_size}", flush=True)
+    results, histories, ram = {}, {}, None
+    for i, name in enumerate(MODELS):
+        if args.models and name not in args.models:
+            continue
+        mg.manual_seed(args.seed + 1 + i)
+        r = np.random.default_rng([args.seed, 10 + i])
+        net = RecurrentAttentionModel(task.num_classes, glimpses=args.glimpses, std=args.std,
+                                      where={"ram": "learned"}.get(name, name))
+        trainer, secs = train(name, net, task, steps, args.batch, r, reward=args.reward,
+                              normalize=not args.no_normalize, std_start=args.std_start)
+        net.rng = np.random.default_rng([args.seed, 99])  # the random control's test locations
+        res = trainer.evaluate((task.test[0], task.test[2]), task.test[1], batch_size=500)
+        results[name] = {"accuracy": res["accuracy"], "hit_rate": res["hit_rate"], "glimpses": args.glimpses,
+                         "pixels_read": net.values_read(), "multiply_adds": net.macs(), "train_steps": steps,
+                         "train_seconds": secs}
+        histories[name] = trainer.history
+        if name == "ram":
+            ram = net
+        print(f"{name}: accuracy {res['accuracy']:.4f}, last-read hit rate {res['hit_rate']:.3f}, "
+              f"{secs:.1f} CPU-s", flush=True)
+    report.text(f"{task.num_classes} glyph classes on 32x32 canvases with 4 clutter fragments, fixed test set of "
+                f"{test_size}. Each read is a 3-scale retina (8, 16, 32 pixels, each averaged to 8x8: 192 values); "
+                f"`hit_rate` is the fraction of test canvases whose last read is centred inside the object's box. "
+                f"`train_seconds` is process CPU time.")
+    rows = [dict(model=k, **m) for k, m in results.items()]
+    report.table(rows, ["model", "accuracy", "hit_rate", "glimpses", "pixels_read", "multiply_adds", "train_steps",
+                        "train_seconds"], title="E10: RAM vs random and centre-only reads (held-out test canvases)")
+    every = max(1, steps // 40)
+    curves = {}
+    for name, h in histories.items():
+        xs = [h[i + every - 1]["step"] for i in range(0, steps - every + 1, every)]
+        curves[f"{name}: training accuracy"] = (xs, [float(np.mean([r["accuracy"] for r in h[i:i + every]]))
+                                                     for i in range(0, steps - every + 1, every)])
+    report.figure(learning_curves(curves, title="RAM and its controls while training", ylabel="training accuracy"),
+                  "ram_training.png", "training accuracy of RAM and of the random and centre-only controls")
+    if ram is not None:
+        report.figure(tracks_figure(ram, task.test), "ram_tracks.png",
+                      "RAM's reads on test canvases (numbered; the first is at the centre) and the object (green)")
+    acc = {k: v["accuracy"] for k, v in results.items()}
+    if set(acc) != set(MODELS):
+        return report.save({"models": results})
+    margin = 0.05 if quick else 0.10
+    ok = acc["ram"] >= acc["random"] + margin and acc["ram"] > acc["center"]
+    report.headline(f"RAM accuracy (random {acc['random']:.3f}, centre {acc['center']:.3f})", acc["ram"],
+                    f">= random + {margin:.2f} and > centre", ok)
+    return report.save({"models": results})
+
+
+if __name__ == "__main__":
+    main()
