@@ -16,6 +16,9 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "docs", "results")
 START, END = "<!-- results:start -->", "<!-- results:end -->"
+# result folders that are not a tour example of their own: (folder, shown after, title, how to rerun it)
+EXTRA = [("glimpse_digits", "glimpse", "E9 on real handwritten digits (scikit-learn's 8x8 digits as `--objects`)",
+          "python examples/glimpse.py --objects digits.npz")]
 
 
 def tour_examples():
@@ -28,15 +31,20 @@ def results_block():
     """The README text between the markers, built from docs/results/*/section.md in tour order."""
     parts = []
     for name, claim in tour_examples():
-        path = os.path.join(RESULTS, name, "section.md")
-        if not os.path.exists(path):
-            continue
-        with open(path) as f:
-            body = f.read().strip()
-        body = re.sub(r"!\[([^\]]*)\]\(([^)/]+)\)", lambda m: f"![{m.group(1)}](docs/results/{name}/{m.group(2)})", body)
-        body = re.sub(r"^(#+) ", lambda m: "#" * (len(m.group(1)) + 3) + " ", body, flags=re.M)  # under ###
-        parts.append(f"### `examples/{name}.py` — {claim}\n\n{body}")
+        parts += _part(name, f"`examples/{name}.py` — {claim}")
+        parts += [p for folder, after, title, _ in EXTRA if after == name for p in _part(folder, title)]
     return "\n\n".join(parts)
+
+
+def _part(folder, title):
+    path = os.path.join(RESULTS, folder, "section.md")
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        body = f.read().strip()
+    body = re.sub(r"!\[([^\]]*)\]\(([^)/]+)\)", lambda m: f"![{m.group(1)}](docs/results/{folder}/{m.group(2)})", body)
+    body = re.sub(r"^(#+) ", lambda m: "#" * (len(m.group(1)) + 3) + " ", body, flags=re.M)  # under ###
+    return [f"### {title}\n\n{body}"]
 
 
 def splice(readme, block):

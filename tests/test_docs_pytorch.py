@@ -1,10 +1,10 @@
-"""The code in docs/sections/pytorch.md runs as written (each block marked as tested there)."""
+"""The code in the README's "From minigrad to PyTorch" section runs as written (each block marked as tested)."""
 import re
 from pathlib import Path
 
 import pytest
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "sections" / "pytorch.md"
+DOC = Path(__file__).resolve().parent.parent / "README.md"
 MARK = "<!-- tested by tests/test_docs_pytorch.py -->"
 
 
