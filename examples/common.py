@@ -181,6 +181,19 @@ def pyplot():
     return plt
 
 
+def _flags_but_out(argv):
+    """The command line as given, without --out and its folder (where the results went is not how to rerun)."""
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a == "--out":
+            skip = True
+        elif not a.startswith("--out="):
+            out.append(a)
+    return out
+
+
 def _cpu_seconds():
     """CPU time of this process and of the worker processes it has waited for (user + system)."""
     t = os.times()
@@ -229,9 +242,10 @@ class Report:
         cpu = _cpu_seconds() - self.cpu_start
         save_metrics(self.args.out, metrics)
         mode = "quick" if self.args.quick else "default"
+        flags = " ".join(_flags_but_out(sys.argv[1:]))
         body = "\n\n".join([f"*{self.claim}*", *self.parts,
-                            f"Run: `python examples/{self.example}.py{' --quick' if self.args.quick else ''}"
-                            f" --seed {self.args.seed}` ({mode} settings): {seconds:.0f} s wall, {cpu:.0f} s CPU."])
+                            f"Run: `python examples/{self.example}.py{' ' + flags if flags else ''}` ({mode} settings): "
+                            f"{seconds:.0f} s wall, {cpu:.0f} s CPU."])
         write_atomic(os.path.join(self.args.out, "section.md"), body + "\n")
         if self.head is not None:
             head = dict(self.head, seconds=round(seconds, 1), cpu_seconds=round(cpu, 1), quick=bool(self.args.quick))

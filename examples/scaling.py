@@ -174,7 +174,7 @@ def main():
                 f"(b) steps to 90%: scaled {said(s_steps)} (target <= 400: {'met' if scaled_ok else 'NOT met'}); "
                 f"unscaled {said(u_steps)}; fastest unscaled / slowest scaled = "
                 f"{'—' if ratio is None else ('>= ' if u_best == steps and None in u_steps else '') + f'{ratio:.2f}'}"
-                f" (target >= 2); early score-gradient norm unscaled / scaled = {g_ratio:.2f} (target <= 0.5).")
+                f" (target >= {target_ratio}); early score-gradient norm unscaled / scaled = {g_ratio:.2f} (target <= 0.5).")
     report.headline("unscaled steps to 90% / scaled (fastest unscaled vs slowest scaled)", ratio,
                     f">= {target_ratio}", a_ok and scaled_ok and ratio >= target_ratio and g_ratio <= 0.5)
 
