@@ -14,6 +14,8 @@ from contextlib import nullcontext
 import numpy as np
 
 from minigrad import Tensor, make_node
+from minigrad.blas import rowdot, rowsum
+from minigrad.tensor import in_place_backward
 from minigrad.ops import as_tensor
 from minigrad.random import get_rng
 
@@ -95,7 +97,7 @@ def _forward_kernel(q, k, v, allowed, bias, scale, dropout_p, rng, dirty):
         m = s.max(axis=-1, keepdims=True)
     s -= m
     p = np.exp(s, out=s)                             # (..., L, S), reusing the scores' buffer
-    denom = p.sum(axis=-1, keepdims=True)
+    denom = rowsum(p)                                # a BLAS product with ones (see minigrad/blas.py)
     if allowed is not None or s.shape[-1] == 0:
         denom[denom == 0] = 1                        # fully masked row: p stays 0, output 0
     if dirty:
@@ -153,7 +155,7 @@ def _backward_out_kernel(g, cache, scale, need, dirty):
     if keep is not None:
         dp *= keep
     # d softmax: p * (dp - sum_j p dp); sum_j p_ij dp_ij = g_i . out_i (cheaper: L x Ev, not L x S)
-    dp -= np.sum(g * out, axis=-1, keepdims=True)
+    dp -= rowdot(g, out)
     dp *= p
     if dirty:
         dp = np.where(allowed, dp, np.zeros((), dp.dtype))        # 0 * inf at a masked pair -> 0
@@ -166,7 +168,7 @@ def _backward_weights(gp, cache, scale, need):
     p, allowed, dirty = cache[3], cache[7], cache[8]
     with np.errstate(invalid="ignore"):                           # 0 * inf here is checked for just below
         ds = gp * p
-    r = ds.sum(axis=-1, keepdims=True)
+    r = rowsum(ds)
     # a non-finite gp at a masked pair gives 0 * inf = NaN in its row sum, so checking r (L, not L x S) is enough
     dirty = dirty or (allowed is not None and not np.isfinite(r).all())
     if not dirty:
@@ -271,6 +273,7 @@ def _attend(q, k, v, packed, allowed, bias, dropout_p, scale, return_weights, tr
     return out_t, make_node(p, parents, backward_w, "attention_weights")
 
 
+@in_place_backward
 def masked_softmax(scores, allowed=None, axis=-1):
     """Softmax over `axis` where only `allowed` (bool, True = may attend) entries compete.
 
@@ -288,11 +291,14 @@ def masked_softmax(scores, allowed=None, axis=-1):
     m[~np.isfinite(m)] = 0
     s -= m
     p = np.exp(s, out=s)
-    denom = p.sum(axis=axis, keepdims=True)
+    last = axis in (-1, x.ndim - 1)
+    denom = rowsum(p) if last else p.sum(axis=axis, keepdims=True)
     denom[denom == 0] = 1
     p /= denom
 
-    def backward(g):  # d softmax: p * (g - sum(g * p)); p = 0 at masked entries
-        gp = g * p
-        return (gp - p * gp.sum(axis=axis, keepdims=True),)
+    def backward(g, owned=False):  # d softmax: p * (g - sum(g * p)); p = 0 at masked entries
+        s = rowdot(g, p) if last else (g * p).sum(axis=axis, keepdims=True)
+        gp = np.subtract(g, s, out=g) if owned and g.dtype == p.dtype else g - s
+        gp *= p
+        return (gp,)
     return make_node(p, (scores,), backward, "masked_softmax")

@@ -12,6 +12,8 @@
 - `GlimpseClassifier`: a classifier of one glimpse (centre-only, random and oracle-location controls).
 - `RecurrentAttentionModel`: RAM: glimpse network, GRU core, a Gaussian location head on the detached state,
   and a classifier on the last state; its baseline head (reinforce.ValueBaseline) reads the detached state too.
+- `SpatialLocationHead`: RAM's alternative location head (loc_net="spatial"): a spatial soft-argmax over a
+  small conv score map of the last read's coarsest patch, so the Gaussian's mean moves with the object.
 
 Locations are (row, col): loc[..., 0] is vertical (-1 top, +1 bottom), loc[..., 1] horizontal (-1 left,
 +1 right); a location maps to the pixel point c = (loc + 1) * side / 2 and a patch of side s starts at
@@ -382,6 +384,40 @@ class SoftGlimpseNet(nn.Module):
         return self.grid.count * (_mlp_macs(self.encoder) + d + d) + _mlp_macs(self.head)
 
 
+class SpatialLocationHead(nn.Module):
+    """Where to read next, from the layout of the last read's coarsest patch: a spatial soft-argmax.
+
+    conv3x3 (1 -> ch) ReLU, conv3x3 (ch -> 1) on the (s, s) coarsest patch gives one score per cell;
+    mean = loc + sum_k softmax(scores)_k * offset_k, offset_k the centre of cell k relative to the read's
+    centre (in [-1, 1] location units). Weights are shared across cells, so the mean moves with the object
+    (translation-aware, not a flat regression). The last conv starts at zero: the first mean is `loc`.
+    """
+
+    def __init__(self, size=8, channels=16):
+        super().__init__()
+        self.size = size
+        self.conv1 = Conv2d(1, channels, 3, padding=1)
+        self.conv2 = Conv2d(channels, 1, 3, padding=1)
+        nn.zeros_(self.conv2.weight)
+        nn.zeros_(self.conv2.bias)
+
+    def forward(self, coarse, loc, extent):
+        """coarse (B, s, s) array, loc (B, 2) array, extent: the patch side in location units -> mean (B, 2)."""
+        c = coarse.data if isinstance(coarse, Tensor) else np.asarray(coarse)
+        B, s = c.shape[0], self.size
+        if c.shape[1:] != (s, s):
+            raise ValueError(f"SpatialLocationHead: coarse patches (B, {s}, {s}) expected, got {c.shape}")
+        scores = self.conv2(ops.relu(self.conv1(Tensor(c[:, None])))).reshape(B, s * s)
+        p = ops.softmax(scores, axis=-1)                                    # (B, s*s): where the object is
+        centre = ((np.arange(s) + 0.5) / s - 0.5) * extent                 # cell centres around the read
+        grid = np.stack(np.meshgrid(centre, centre, indexing="ij"), -1).reshape(s * s, 2).astype(c.dtype)
+        return Tensor(np.asarray(loc, c.dtype)) + p @ Tensor(grid)         # d mean/d p_k = offset_k
+
+    def macs(self):
+        """Multiply-adds per item of its two convolutions on the (size, size) patch (see Conv2d.macs)."""
+        return self.conv1.macs((self.size, self.size)) + self.conv2.macs((self.size, self.size))
+
+
 class RecurrentAttentionModel(nn.Module):
     """RAM (Mnih et al. 2014): `glimpses` retina reads, each where a Gaussian policy on the core state says.
 
@@ -393,11 +429,15 @@ class RecurrentAttentionModel(nn.Module):
     in eval mode), "random" (uniform in [-1, 1]^2) or "center". forward(images, boxes=None) -> Rollout whose
     state is the core state after the first read (for a learned baseline) and whose hit says whether the last
     read's centre fell inside the object's box. Locations are constants: no gradient flows through a read.
+    loc_net picks the location head: "mlp" (mu = tanh(MLP(h.detach())), as the paper) or "spatial" (a
+    SpatialLocationHead on the last read's coarsest patch, a constant: a soft-argmax of where the object is).
     """
 
     def __init__(self, num_classes, size=8, scales=3, ratio=2, glimpses=4, std=0.15, where="learned",
-                 glimpse_hidden=128, loc_hidden=32, hidden=128, rng=None):
+                 glimpse_hidden=128, loc_hidden=32, hidden=128, rng=None, loc_net="mlp", loc_channels=16):
         super().__init__()
+        if loc_net not in ("mlp", "spatial"):
+            raise ValueError(f"RecurrentAttentionModel: loc_net must be 'mlp' or 'spatial', got {loc_net!r}")
         if where not in ("learned", "random", "center"):
             raise ValueError(f"RecurrentAttentionModel: where must be 'learned', 'random' or 'center', got {where!r}")
         if glimpses < 1:
@@ -408,13 +448,18 @@ class RecurrentAttentionModel(nn.Module):
         self.g_what = nn.Linear(glimpse_hidden, hidden)
         self.g_where = nn.Linear(loc_hidden, hidden)
         self.core = nn.GRUCell(hidden, hidden)
-        self.loc_head = nn.Sequential(nn.Linear(hidden, loc_hidden), nn.ReLU(), nn.Linear(loc_hidden, 2))
+        self.loc_net = loc_net
+        if loc_net == "mlp":
+            self.loc_head = nn.Sequential(nn.Linear(hidden, loc_hidden), nn.ReLU(), nn.Linear(loc_hidden, 2))
+        else:
+            self.loc_head = SpatialLocationHead(size, loc_channels)
         self.classifier = nn.Linear(hidden, num_classes)
         self.hidden, self.rng, self.last_locations = hidden, rng, None
 
     def sense(self, images, loc):
         """The retina at a constant location (B, 2): a Tensor without graph (B, scales * size * size)."""
         rho = glimpse_sensor(images, loc, self.size, self.scales, self.ratio)
+        self.last_read = rho                                  # (B, scales, size, size): the spatial head reads it
         return Tensor(rho.reshape(rho.shape[0], -1))
 
     def step(self, images, loc, h):
@@ -425,7 +470,7 @@ class RecurrentAttentionModel(nn.Module):
         return self.core(g, h)
 
     def forward(self, images, boxes=None):
-        """images (B, H, W) -> Rollout: logits after `glimpses` reads; log_prob, entropy (None unless learned)."""
+        """images (B, H, W) -> Rollout: logits after `glimpses` reads; log_prob, entropy (None if nothing sampled)."""
         x = _images(images)
         B = x.shape[0]
         rng = self.rng or np.random.default_rng()
@@ -434,7 +479,12 @@ class RecurrentAttentionModel(nn.Module):
         state, locs, log_probs, entropies = h, [loc], [], []
         for _ in range(self.glimpses - 1):
             if self.where == "learned":
-                policy = Normal(ops.tanh(self.loc_head(h.detach())), self.std)  # the head sees h as a constant
+                if self.loc_net == "mlp":
+                    mean = ops.tanh(self.loc_head(h.detach()))                 # the head sees h as a constant
+                else:  # the coarsest patch of the last read (a constant), which spans `extent` location units
+                    extent = 2.0 * self.size * self.ratio ** (self.scales - 1) / x.shape[1]
+                    mean = self.loc_head(self.last_read[:, -1], loc, extent)
+                policy = Normal(mean, self.std)
                 sample = policy.sample(rng=rng) if self.training else policy.mode()
                 log_probs.append(policy.log_prob(sample).sum(axis=-1))         # (B,): both coordinates
                 entropies.append(policy.entropy().sum(axis=-1))
@@ -463,6 +513,7 @@ class RecurrentAttentionModel(nn.Module):
 
     def macs(self):
         """Multiply-adds per item: glimpses x (the glimpse, GRU core and location layers), plus the classifier."""
-        lin = [self.rho, self.loc_in, self.g_what, self.g_where, self.loc_head[0], self.loc_head[2]]
+        lin = [self.rho, self.loc_in, self.g_what, self.g_where]
         per = sum(m.in_features * m.out_features for m in lin) + 6 * self.hidden * self.hidden
+        per += _mlp_macs(self.loc_head) if self.loc_net == "mlp" else self.loc_head.macs()
         return self.glimpses * per + self.classifier.in_features * self.classifier.out_features

@@ -19,6 +19,7 @@ import numpy as np
 
 from minigrad import no_grad, ops
 from minigrad.nn import Embedding, GRUCell, Linear, Module
+from minigrad.rnn import gru_sequence
 from minigrad.tensor import Tensor
 
 from .local import LOCAL_MODES, LuongLocalAttention
@@ -84,13 +85,27 @@ class Seq2Seq(Module):
         S = s.shape[1]
         kpm = None if src_lengths is None else padding_mask_from_lengths(src_lengths, S)  # (B, S) True = pad
         valid = None if kpm is None else ~kpm
-        x = self.src_emb(s)                                          # (B, S, E)
-        fwd, h_f = self._run(self.enc_fwd, x, valid, range(S))
+        lengths = None if valid is None else valid.sum(axis=1)
+        if lengths is not None and S and lengths.min() == 0:  # an empty source: the step-by-step loop
+            x = self.src_emb(s)                                      # (B, S, E)
+            fwd, h_f = self._run(self.enc_fwd, x, valid, range(S))
+            bwd, h_b = self._run(self.enc_bwd, x, valid, range(S - 1, -1, -1)) if self.bidirectional else (None,) * 2
+        else:  # each direction is one gru_sequence node (same cells, same parameters): one GEMM projects all steps
+            x = self.src_emb(np.ascontiguousarray(s.T))              # (S, B, E), time-major
+            fwd, h_f = self._sequence(self.enc_fwd, x, lengths, False)
+            bwd, h_b = self._sequence(self.enc_bwd, x, lengths, True) if self.bidirectional else (None,) * 2
         if not self.bidirectional:
             return fwd, ops.tanh(self.bridge(h_f)), kpm
-        bwd, h_b = self._run(self.enc_bwd, x, valid, range(S - 1, -1, -1))  # h_b has read the whole source
-        states = ops.concat([fwd, bwd], axis=-1)                    # (B, S, 2 He)
+        states = ops.concat([fwd, bwd], axis=-1)                    # (B, S, 2 He); h_b has read the whole source
         return states, ops.tanh(self.bridge(ops.concat([h_f, h_b], axis=-1))), kpm
+
+    @staticmethod
+    def _sequence(cell, x, lengths, reverse):
+        """A GRUCell run over time-major x (S, B, E) as one node -> ((B, S, He), final state (B, He)).
+        Past a sequence's end its output is 0 (padding: no query attends it) and its state is held."""
+        out, h = gru_sequence(x, None, cell.weight_ih, cell.weight_hh, cell.bias_ih, cell.bias_hh,
+                              lengths=lengths, reverse=reverse)
+        return out.transpose(1, 0, 2), h
 
     # ---- decoder -------------------------------------------------------------------------------
     def step(self, y_prev, s, states, prepared, kpm):

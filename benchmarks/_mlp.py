@@ -103,6 +103,58 @@ def minigrad_impl(params, x, y):
     return Impl(step, grads, lambda: {k: v.data for k, v in ps.items()})
 
 
+def minigrad_raw_impl(params, x, y):
+    """What a user writes without nn: weights (in, out) as Tensors, relu(x @ W1 + b1) @ W2 + b2."""
+    from minigrad import Tensor, ops, optim
+    ps = {k: Tensor((v.T if k.startswith("W") else v).copy(), requires_grad=True) for k, v in params.items()}
+    opt = optim.SGD(list(ps.values()), lr=LR)
+    xt, yt = Tensor(x), Tensor(y)
+
+    def loss_fn():
+        return ops.cross_entropy(ops.relu(xt @ ps["W1"] + ps["b1"]) @ ps["W2"] + ps["b2"], yt)
+
+    def step():
+        opt.zero_grad()
+        loss_fn().backward()
+        opt.step()
+
+    def grads():
+        opt.zero_grad()
+        loss = loss_fn()
+        dtypes = minigrad_graph_dtypes(loss)
+        loss.backward()
+        out = {"loss": loss.data, **{k: (v.grad.T if k.startswith("W") else v.grad) for k, v in ps.items()}}
+        out.update({f"graph node ({d})": np.zeros(0, d) for d in dtypes})
+        return out
+    return Impl(step, grads, lambda: {k: (v.data.T if k.startswith("W") else v.data) for k, v in ps.items()})
+
+
+def torch_raw_impl(params, x, y):
+    """The same raw ops in PyTorch eager."""
+    if torch is None:
+        return missing(torch, "torch")
+    ps = {k: torch.tensor((v.T if k.startswith("W") else v).copy(), requires_grad=True) for k, v in params.items()}
+    opt = torch.optim.SGD(list(ps.values()), lr=LR)
+    xt, yt = torch.from_numpy(x), torch.from_numpy(y)
+    F = torch.nn.functional
+
+    def loss_fn():
+        return F.cross_entropy(torch.relu(xt @ ps["W1"] + ps["b1"]) @ ps["W2"] + ps["b2"], yt)
+
+    def step():
+        opt.zero_grad()
+        loss_fn().backward()
+        opt.step()
+
+    def grads():
+        opt.zero_grad()
+        loss = loss_fn()
+        loss.backward()
+        return {"loss": as_numpy(loss),
+                **{k: as_numpy(v.grad.T if k.startswith("W") else v.grad) for k, v in ps.items()}}
+    return Impl(step, grads, lambda: {k: as_numpy(v.T if k.startswith("W") else v) for k, v in ps.items()})
+
+
 # ---- PyTorch eager: nn.Sequential, F.cross_entropy, optim.SGD ------------------------------------
 
 def torch_impl(params, x, y):
@@ -263,7 +315,8 @@ def micrograd_impl(params, x, y):
 def build(sizes, batch, dtype, with_micrograd, seed=0):
     """(impls, notes) for one size: the floor first, then each framework that is installed."""
     params, x, y = make_data(sizes, batch, dtype, seed)
-    makers = {"numpy floor": numpy_impl, "minigrad": minigrad_impl, "torch": torch_impl,
+    makers = {"numpy floor": numpy_impl, "minigrad": minigrad_impl, "minigrad (raw ops)": minigrad_raw_impl,
+              "torch": torch_impl, "torch (raw ops)": torch_raw_impl,
               "autograd (HIPS)": autograd_impl, "mygrad": mygrad_impl}
     if with_micrograd is True:
         makers["micrograd"] = micrograd_impl

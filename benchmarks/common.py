@@ -11,6 +11,10 @@ import os
 import platform
 import random
 import sys
+try:
+    import resource  # page faults per step (POSIX only)
+except ImportError:  # pragma: no cover - Windows
+    resource = None
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -228,6 +232,12 @@ def _time_calls(fn, n):
     return time.perf_counter() - t0
 
 
+def _minor_faults():
+    """Minor page faults of this process so far (glibc handing freed big temporaries back to the kernel
+    and faulting them in again shows here); 0 where getrusage is unavailable."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt if resource is not None else 0
+
+
 # A sample repeats one implementation's step for at least this long. A training loop runs its steps back
 # to back; after the switch from another implementation, the first call of a sample refills the caches,
 # and with short samples that refill is charged to whichever implementation fits the fewest calls in a
@@ -237,7 +247,9 @@ SAMPLE_S = 10e-3
 
 
 def interleaved(fns, rounds, sample_s=SAMPLE_S, warmup=3, seed=0):
-    """Time each callable round-robin (a fresh random order each round); per-call seconds per round.
+    """Time each callable round-robin (a fresh random order each round).
+
+    Returns (per-call seconds per round {name: [..]}, calls per sample {name: n}, minor page faults per call).
 
     Each sample calls a function `inner` times in a row, `inner` chosen in the warm-up so that a sample
     lasts about `sample_s` (the timer's resolution and loop overhead then stay negligible). Garbage is
@@ -259,16 +271,20 @@ def interleaved(fns, rounds, sample_s=SAMPLE_S, warmup=3, seed=0):
     gc.collect()
     gc.freeze()
     samples = {name: [] for name in names}
+    faults = {name: 0 for name in names}
     order = list(names)
     rng = random.Random(seed)
     try:
         for _ in range(rounds):
             rng.shuffle(order)
             for name in order:
+                f0 = _minor_faults()
                 samples[name].append(_time_calls(fns[name], inner[name]) / inner[name])
+                faults[name] += _minor_faults() - f0
     finally:
         gc.unfreeze()
-    return samples, inner
+    # page faults per call, averaged over every timed call (the timer's own faults are negligible)
+    return samples, inner, {name: faults[name] / (rounds * inner[name]) for name in names}
 
 
 def rounds_for_budget(fns_time, budget_s, lo, hi):
@@ -305,10 +321,11 @@ def summarize(samples, floor_name, per=1):
 def print_table(title, stats, notes, unit_note=""):
     print(f"\n{title}{unit_note}")
     width = max(len(n) for n in list(stats) + list(notes)) + 2
-    print(f"  {'implementation'.ljust(width)}{'median':>12}{'q1 – q3':>24}{'× floor':>10}")
+    print(f"  {'implementation'.ljust(width)}{'median':>12}{'q1 – q3':>24}{'× floor':>10}{'faults/step':>13}")
     for name, s in stats.items():
         q = f"{fmt_time(s['q1_s'])} – {fmt_time(s['q3_s'])}"
-        print(f"  {name.ljust(width)}{fmt_time(s['median_s']):>12}{q:>24}{s['ratio']:>9.2f}×")
+        pf = f"{s['page_faults_per_step']:.1f}" if "page_faults_per_step" in s else ""
+        print(f"  {name.ljust(width)}{fmt_time(s['median_s']):>12}{q:>24}{s['ratio']:>9.2f}×{pf:>13}")
     for name, note in notes.items():
         print(f"  {name.ljust(width)}{note}")
 
@@ -336,10 +353,11 @@ def run_workload(workload, build, tol, threads=(1, 2), budget_s=20.0, quick=Fals
                 rounds = rounds_for_budget(est, budget_s / 4, lo=5, hi=15)
             else:
                 rounds = rounds_for_budget(est * 1.5, budget_s, lo=15, hi=200)
-            samples, inner = interleaved(fns, rounds, sample_s=sample_s, warmup=2 if quick else 5)
+            samples, inner, faults = interleaved(fns, rounds, sample_s=sample_s, warmup=2 if quick else 5)
             stats = summarize(samples, floor_name, per)
             for name in stats:
                 stats[name]["inner"] = inner[name]
+                stats[name]["page_faults_per_step"] = faults[name]
                 if impls[name].dtype_note:
                     stats[name]["dtype_note"] = impls[name].dtype_note
             info = env_info()  # inside the limits: the BLAS entry shows the thread count that ran

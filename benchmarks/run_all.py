@@ -1,7 +1,7 @@
 """Run every benchmark (1 and 2 threads), append to results.jsonl, and write RESULTS.md for the README.
 
-Run: python benchmarks/run_all.py [--quick] [--threads 1 2] [--only mha mlp mlp_tiny chain long] [--check]
-A full run takes about 3 minutes; --quick about 1.
+Run: python benchmarks/run_all.py [--quick] [--threads 1 2] [--only mha mlp mlp_tiny chain long seq2seq transformer]
+[--check]. A full run takes about 6 minutes; --quick about 2.
 """
 import argparse
 import json
@@ -13,15 +13,24 @@ if __package__ in (None, ""):  # run as a script: make the `benchmarks` package 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks import bench_chain, bench_mha, bench_mlp, bench_mlp_tiny, long_attention
+from benchmarks import bench_seq2seq, bench_transformer
 from benchmarks.common import HERE, RESULTS_JSONL, fmt_time, print_check
 
 BENCHMARKS = {"mha": bench_mha, "mlp": bench_mlp, "mlp_tiny": bench_mlp_tiny, "chain": bench_chain,
               "long": long_attention}
+BENCHMARKS.update({"seq2seq": bench_seq2seq, "transformer": bench_transformer})
 COLUMNS = ("numpy floor", "minigrad", "torch", "autograd (HIPS)", "mygrad", "micrograd")
-# the speed targets: ratio to the hand-written NumPy floor, float32, 1 thread
-TARGETS = {bench_mha.WORKLOAD: ("minigrad", 1.15), bench_mlp.WORKLOAD: ("minigrad", 1.2),
-           bench_mlp_tiny.WORKLOAD: ("minigrad", 2.5),
-           long_attention.WORKLOAD: ("minigrad", 1.25)}  # issue 11: sliding window vs the banded floor
+# the speed targets, float32, 1 thread: (workload, implementation, at most this many times, the reference's time)
+TARGETS = [(bench_mha.WORKLOAD, "minigrad (Tensor ops)", 1.10, "numpy floor"),
+           (bench_mha.WORKLOAD, "minigrad (Tensor ops)", 1.00, "torch (Tensor ops)"),
+           (bench_mha.WORKLOAD, "minigrad (attention.MultiHeadAttention)", 1.05, "numpy floor"),
+           (bench_mlp.WORKLOAD, "minigrad", 1.12, "numpy floor"),
+           (bench_mlp_tiny.WORKLOAD, "minigrad (raw ops)", 1.6, "numpy floor"),
+           (bench_chain.WORKLOAD, "minigrad", 0.6, "torch"),
+           (bench_seq2seq.WORKLOAD, "minigrad (attention.Seq2Seq)", 0.80, bench_seq2seq.FLOOR),
+           (bench_transformer.WORKLOAD, "minigrad (attention layers)", 0.90, bench_transformer.FLOOR),
+           # sliding window vs the banded floor
+           (long_attention.WORKLOAD, long_attention.IMPL_NAMES[0], 1.25, "numpy floor")]
 
 
 def _column(name):
@@ -39,6 +48,8 @@ def _cell(rec, column):
     """One summary cell: the ratio to the floor (several variants side by side), times where useful."""
     res = rec["results"]
     per = f"/{rec['per']}" if rec["per"] else ""
+    if column == "numpy floor" and rec.get("floor", column) != column:  # a workload timed against torch
+        return "—"
     if column == "numpy floor":
         s = f"1.00 ({fmt_time(res['numpy floor']['median_s'])}{per})"
         if "numpy fwd only" in res:
@@ -63,23 +74,27 @@ def summary(records, n):
         lines.append(f"| {r['workload']} | " + " | ".join(_cell(r, c) for c in COLUMNS) + " |")
     if n != 1:
         return lines
-    return lines + ["", "Speed targets for minigrad (time relative to the hand-written NumPy floor, 1 BLAS thread):", ""] + targets(recs)
+    return lines + ["", "Speed targets for minigrad (time over the reference's in the same run, 1 BLAS thread; "
+                    "the training-step workloads are timed against PyTorch eager, whose column then reads 1.00):",
+                    ""] + targets(recs)
 
 
 def targets(recs):
-    """One line per workload: the target, minigrad's best ratio (or per-op time), met or not."""
+    """One line per target: the implementation's time over the reference's in the same run, met or not."""
     lines = []
-    for r in recs:
-        res = r["results"]
-        if r["workload"] in TARGETS:
-            col, target = TARGETS[r["workload"]]
-            best = min((st["ratio"], name) for name, st in res.items() if _column(name) == col)
-            lines.append(f"- {r['workload']}: ≤ {target:.2f}× — best {best[1]} {best[0]:.2f}× "
-                         f"({'met' if best[0] <= target else 'not met'})")
-        elif "torch" in res and "minigrad" in res:
-            m, t = res["minigrad"]["median_s"], res["torch"]["median_s"]
-            lines.append(f"- {r['workload']}: per op below PyTorch eager's — minigrad {fmt_time(m)}, "
-                         f"torch {fmt_time(t)} ({'met' if m < t else 'not met'})")
+    by_workload = {r["workload"]: r["results"] for r in recs}
+    for workload, name, target, ref in TARGETS:
+        res = by_workload.get(workload)
+        if res is None:
+            continue
+        if name not in res or ref not in res:
+            lines.append(f"- {workload}: {name} ≤ {target:.2f}× {ref} — not measured "
+                         f"({name if name not in res else ref} did not run)")
+            continue
+        ratio = res[name]["median_s"] / res[ref]["median_s"]
+        lines.append(f"- {workload}: {name} ≤ {target:.2f}× {ref} — {ratio:.2f}× "
+                     f"({fmt_time(res[name]['median_s'])} vs {fmt_time(res[ref]['median_s'])}; "
+                     f"{'met' if ratio <= target else 'not met'})")
     return lines
 
 
@@ -90,7 +105,7 @@ def previous_run(run_id):
         for rec in map(json.loads, f):
             if rec["run_id"] < run_id and rec["threads"] == 1 and not rec["quick"]:
                 runs.setdefault(rec["run_id"], []).append(rec)
-    complete = [rid for rid, recs in runs.items() if {r["workload"] for r in recs} >= set(TARGETS)]
+    complete = [rid for rid, recs in runs.items() if {r["workload"] for r in recs} >= {t[0] for t in TARGETS}]
     return runs[max(complete)] if complete else None
 
 
@@ -129,17 +144,18 @@ def markdown(records):
              "2-thread runs most; ratios within a run are interleaved and so comparable).", ""]
     for n in sorted({r["threads"] for r in records}):
         lines += [f"## {n} thread{'s' if n > 1 else ''}", ""] + summary(records, n) + [""]
-    lines += ["## Details", "", "| workload | threads | implementation | median | q1 – q3 | × floor | rounds × calls |",
-              "|---|---|---|---|---|---|---|"]
+    lines += ["## Details", "", "| workload | threads | implementation | median | q1 – q3 | × floor | rounds × calls "
+              "| page faults / step |", "|---|---|---|---|---|---|---|---|"]
     for r in records:
         per = f"/{r['per']}" if r["per"] else ""
         for name, st in r["results"].items():
             note = f" ({st['dtype_note']})" if st.get("dtype_note") else ""
             lines.append(f"| {r['workload']} | {r['threads']} | {name}{note} | {fmt_time(st['median_s'])}{per} | "
                          f"{fmt_time(st['q1_s'])} – {fmt_time(st['q3_s'])} | {st['ratio']:.2f} | "
-                         f"{st['rounds']} × {st['inner']} |")
+                         f"{st['rounds']} × {st['inner']} | "
+                         f"{'' if 'page_faults_per_step' not in st else format(st['page_faults_per_step'], '.1f')} |")
         for name, note in r["skipped"].items():
-            lines.append(f"| {r['workload']} | {r['threads']} | {name} | {note} | | | |")
+            lines.append(f"| {r['workload']} | {r['threads']} | {name} | {note} | | | | |")
     return "\n".join(lines) + "\n"
 
 

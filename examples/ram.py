@@ -2,16 +2,20 @@
 
 The same cluttered 32x32 canvases as E9 (glimpse.py). RAM reads a multi-resolution retina (three patches of
 8, 16 and 32 pixels around a location, each averaged to 8x8) several times; a GRU core integrates the reads;
-a Gaussian location head on the detached core state says where to read next (its std is not learned: it is
-annealed from 0.6 to 0.15 over training, wide exploration first); a classifier reads the last state.
-The location policy is trained by REINFORCE (0/1 reward, learned baseline on the detached state after the
-first read, advantages standardised within the batch), everything else by cross-entropy (the hybrid loss,
-via the shared Trainer; global gradient-norm clip 5, Adam 2e-3 with cosine decay to 10%).
+a Gaussian location policy says where to read next (its std is not learned: it is annealed from 0.6 to
+0.15 over training, wide exploration first); a classifier reads the last state. The policy's mean comes from
+a spatial soft-argmax over a small convolutional score map of the last read's coarsest patch (relative to that
+read; the first read's 32-pixel patch is the whole canvas), so it is translation-aware; `--loc-net mlp` is the
+paper's flat MLP on the detached core state, which learns far more slowly here.
+The location policy is trained by REINFORCE (0/1 reward; with --quick the classifier's probability of the
+true class, a dense reward; learned baseline on the detached state after the first read, advantages
+standardised within the batch), everything else by cross-entropy (the hybrid loss, via the shared Trainer;
+global gradient-norm clip 5, Adam 2e-3 (5e-3 with --quick) with cosine decay to 10%).
 The first read is at the centre for every model; the controls differ only in where the later reads go:
   ram     the learned Gaussian policy (its mean at test time, one rollout)
   random  uniform random locations
   center  every read at the centre
-RAM is a slow learner: the published runs train for hundreds of epochs; here it gets a few thousand steps.
+RAM is a slow learner (the published runs train for hundreds of epochs); here it gets 6,000 steps (400 with --quick).
 
 python examples/ram.py [--quick] [--seed N] [--out DIR]
 """
@@ -34,12 +38,17 @@ MODELS = ["center", "random", "ram"]
 
 def add_flags(p):
     p.add_argument("--glimpses", type=int, default=4, help="reads per canvas (the first is at the centre)")
-    p.add_argument("--reward", choices=["correct", "prob"], default="correct",
-                   help="REINFORCE reward: 0/1 correct, or the classifier's probability of the true class")
+    p.add_argument("--reward", choices=["correct", "prob"], default=None,
+                   help="REINFORCE reward: 0/1 correct (the default), or the classifier's probability of the true "
+                        "class (dense; the default with --quick, where it learns where to look in fewer steps)")
     p.add_argument("--no-normalize", action="store_true", help="do not standardise advantages within the batch")
     p.add_argument("--std", type=float, default=0.15, help="the location policy's fixed std (in [-1, 1] units)")
     p.add_argument("--std-start", type=float, default=0.6,
                    help="anneal the std linearly from this value to --std over training (0.6 -> 0.15 by default)")
+    p.add_argument("--loc-net", choices=["spatial", "mlp"], default="spatial",
+                   help="location head: a spatial soft-argmax on the last read's coarsest patch, or an MLP on "
+                        "the core state (the paper's)")
+    p.add_argument("--lr", type=float, default=None, help=argparse.SUPPRESS)
     p.add_argument("--steps", type=int, default=None, help=argparse.SUPPRESS)
     p.add_argument("--batch", type=int, default=64, help=argparse.SUPPRESS)
     p.add_argument("--test-size", type=int, default=None, help=argparse.SUPPRESS)
@@ -116,10 +125,14 @@ def main():
                                        "centre-only glimpses, but learns slowly")
     rng = np.random.default_rng(args.seed)
     quick = args.quick
-    test_size = args.test_size or (1000 if quick else 2000)
+    test_size = args.test_size or (500 if quick else 2000)
     task = Canvases(size=32, num_test=test_size, seed=args.seed)
-    steps = args.steps or (300 if quick else 6000)
-    print(f"{task.num_classes} classes; {args.glimpses} glimpses; {steps} steps per model; test {test_size}", flush=True)
+    steps = args.steps or (400 if quick else 6000)
+    # --quick: the dense reward and a larger step size for every model (the controls stay comparable)
+    reward = args.reward or ("prob" if quick else "correct")
+    lr = args.lr or (5e-3 if quick else 2e-3)
+    print(f"{task.num_classes} classes; {args.glimpses} glimpses; {steps} steps per model; test {test_size}; "
+          f"reward {reward}; lr {lr}; location head {args.loc_net}", flush=True)
     results, histories, ram = {}, {}, None
     for i, name in enumerate(MODELS):
         if args.models and name not in args.models:
@@ -127,8 +140,8 @@ def main():
         mg.manual_seed(args.seed + 1 + i)
         r = np.random.default_rng([args.seed, 10 + i])
         net = RecurrentAttentionModel(task.num_classes, glimpses=args.glimpses, std=args.std,
-                                      where={"ram": "learned"}.get(name, name))
-        trainer, secs = train(name, net, task, steps, args.batch, r, reward=args.reward,
+                                      where={"ram": "learned"}.get(name, name), loc_net=args.loc_net)
+        trainer, secs = train(name, net, task, steps, args.batch, r, lr=lr, reward=reward,
                               normalize=not args.no_normalize, std_start=args.std_start)
         net.rng = np.random.default_rng([args.seed, 99])  # the random control's test locations
         res = trainer.evaluate((task.test[0], task.test[2]), task.test[1], batch_size=500)

@@ -7,8 +7,9 @@ import math
 
 import numpy as np
 
+from .blas import colsum, rowdot, rowsum
 from .ops import _all_finite, _axis, _floating, _lse, _make, _norm_axes, _sigmoid, as_tensor
-from .tensor import Tensor
+from .tensor import Tensor, in_place_backward
 
 # ---- softmax -------------------------------------------------------------------------------------
 
@@ -23,17 +24,21 @@ def _one_axis(op, axis, dim, x):
     return axes[0] if axes else None
 
 
+@in_place_backward
 def softmax(a, axis=None, dim=None):
     """Stable softmax along one axis (fused: one node, short backward)."""
     a = as_tensor(a)
     x = _floating(a.data)
     axis = _one_axis("softmax", axis, dim, x)
-    out = np.exp(x - x.max(axis=axis, keepdims=True))
-    out /= out.sum(axis=axis, keepdims=True)  # in place: no third (..., N) buffer
+    last = axis is not None and axis == x.ndim - 1
+    out = np.subtract(x, x.max(axis=axis, keepdims=True), out=np.empty_like(x))  # an array even for 0-d
+    np.exp(out, out=out)
+    out /= rowsum(out) if last else out.sum(axis=axis, keepdims=True)  # in place: one (..., N) buffer
 
-    def backward(g):  # d softmax: y * (g - sum(g * y))
-        gy = g * out
-        gy -= out * gy.sum(axis=axis, keepdims=True)
+    def backward(g, owned=False):  # d softmax: y * (g - sum(g * y)); in g's own buffer when it may
+        s = rowdot(g, out) if last else (g * out).sum(axis=axis, keepdims=True)
+        gy = np.subtract(g, s, out=g) if owned and g.dtype == out.dtype else g - s
+        gy *= out
         return (gy,)
     return _make(out, (a,), backward, "softmax")
 
@@ -45,8 +50,12 @@ def log_softmax(a, axis=None, dim=None):
     axis = _one_axis("log_softmax", axis, dim, x)
     out = x - _lse(x, axis)
 
+    last = axis is not None and axis == x.ndim - 1
+
     def backward(g):  # d log_softmax: g - softmax * sum(g)
-        return (g - np.exp(out) * g.sum(axis=axis, keepdims=True),)
+        gx = np.exp(out)
+        gx *= rowsum(g) if last else g.sum(axis=axis, keepdims=True)
+        return (np.subtract(g, gx, out=gx),)
     return _make(out, (a,), backward, "log_softmax")
 
 
@@ -103,7 +112,7 @@ def linear(x, weight, bias=None):
                 gw = _weight_grad(g2, x2, gw)
         if bias is None:
             return gx, gw
-        return gx, gw, (g2.sum(axis=0) if bias.requires_grad else None)
+        return gx, gw, (colsum(g2) if bias.requires_grad else None)
     parents = (x, weight) if bias is None else (x, weight, bias)
     return _make(out, parents, backward, "linear")
 
@@ -217,7 +226,7 @@ def cross_entropy(logits, target, ignore_index=-100, label_smoothing=0.0, reduct
         raise IndexError(f"cross_entropy: target {bad} is out of range for {C} classes")
     shifted = xr - xr.max(axis=1, keepdims=True)
     e = np.exp(shifted)
-    total = e.sum(axis=1, keepdims=True)  # >= 1 (the max term is e^0), so its log is finite
+    total = rowsum(e)                     # (M, 1) >= 1 (the max term is e^0), so its log is finite
     log_total = np.log(total[:, 0])       # log p[i, c] = shifted[i, c] - log_total[i]
     try:
         picked = shifted[rows, tv] - log_total
@@ -268,36 +277,52 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
         if p is not None and p.shape != normalized_shape:
             raise ValueError(f"layer_norm: {name} must have shape {normalized_shape}, got {p.shape}")
     axes = tuple(range(xd.ndim - k, xd.ndim))
-    mu = xd.mean(axis=axes, keepdims=True)
+    n = int(np.prod(normalized_shape))
+    if k == 1:  # the usual case: BLAS row sums (see blas.py)
+        rsum, rdot = rowsum, rowdot
+    else:
+        def rsum(a):
+            return a.sum(axis=axes, keepdims=True)
+
+        def rdot(a, b):
+            return (a * b).sum(axis=axes, keepdims=True)
+    mu = rsum(xd) / n
     xc = xd - mu
     with np.errstate(over="ignore"):  # an overflow is caught just below and recomputed safely
-        var = (xc * xc).mean(axis=axes, keepdims=True)
+        var = rdot(xc, xc) / n
     rstd = 1.0 / np.sqrt(var + eps)
     dirty = not _all_finite(var)  # (..., 1): cheap to check
     if dirty:
         rstd = _safe_rstd(xc, var, rstd, axes, eps)
-    xhat = xc * rstd
+    xhat = xc
+    xhat *= rstd  # in place: xc is not needed again
     out = xhat
     if weight is not None:
         out = out * weight.data
     if bias is not None:
-        out = out + bias.data
-    lead = tuple(range(xd.ndim - k))
-    n = int(np.prod(normalized_shape))
+        if weight is not None and bias.dtype == out.dtype:
+            out += bias.data  # out is already a fresh array
+        else:
+            out = out + bias.data
+    lead = xd.ndim - k
 
     def backward(g):  # dx = rstd * (gh - mean(gh) - xhat * mean(gh * xhat)), gh = g * weight
         xh, rs = xhat, rstd
         if dirty:  # a NaN/inf row whose gradient is all 0 (masked padding, say) sends back 0, not 0 * NaN
             quiet = ~np.isfinite(rstd) & ~g.any(axis=axes, keepdims=True)
             xh, rs = np.where(quiet, 0, xhat), np.where(quiet, 0, rstd)
-        gh = g * weight.data if weight is not None else g
-        gx = rs * (gh - gh.mean(axis=axes, keepdims=True)
-                   - xh * (gh * xh).sum(axis=axes, keepdims=True) / n) if x.requires_grad else None
+        gx = None
+        if x.requires_grad:
+            gh = g * weight.data if weight is not None else g
+            gx = xh * (rdot(gh, xh) / -n)   # one new buffer, no temporaries
+            gx += gh
+            gx -= rsum(gh) / n
+            gx *= rs
         out_grads = [gx]
         if weight is not None:
-            out_grads.append((g * xh).sum(axis=lead) if weight.requires_grad else None)
+            out_grads.append(colsum(g * xh, lead) if weight.requires_grad else None)
         if bias is not None:
-            out_grads.append(g.sum(axis=lead) if bias.requires_grad else None)
+            out_grads.append(colsum(g, lead) if bias.requires_grad else None)
         return out_grads
     parents = (x,) + tuple(p for p in (weight, bias) if p is not None)
     return _make(out, parents, backward, "layer_norm")

@@ -13,6 +13,7 @@ from numbers import Number
 import numpy as np
 
 from . import tensor as _t
+from .blas import rowsum
 from .tensor import Tensor, _make  # noqa: F401  (_make lives beside the engine state it reads)
 
 # ---- plumbing --------------------------------------------------------------------------------
@@ -146,8 +147,18 @@ def _binary(op, a, b, f):
 
 # ---- elementwise arithmetic --------------------------------------------------------------------
 
+def _grad_both(g):  # d(a+b) = (g, g); one function for every add node (no closure to build)
+    return g, g
+
+
 def add(a, b):
     """Elementwise a + b with broadcasting; backward: g to each input (unbroadcast by the engine)."""
+    if isinstance(b, Tensor) and isinstance(a, Tensor) and a.data.dtype is b.data.dtype:  # common: inlined
+        try:
+            return _make(a.data + b.data, (a, b), _grad_both, "add")
+        except ValueError:
+            _shapes_broadcast("add", a, b)
+            raise
     s = _scalar(b)
     if s is not None:
         out = a.data + s
@@ -155,7 +166,7 @@ def add(a, b):
             out = _with_scalar(a, s) + s
         return _make(out, (a,), lambda g: (g,), "add")  # d(a+c) = g
     a, b = as_tensor(a), as_tensor(b)
-    return _make(_binary("add", a, b, np.add), (a, b), lambda g: (g, g), "add")  # d(a+b) = (g, g)
+    return _make(_binary("add", a, b, np.add), (a, b), _grad_both, "add")
 
 
 def sub(a, b):
@@ -178,20 +189,42 @@ def rsub(a, b):
     return sub(as_tensor(b), a)
 
 
+@_t.in_place_backward
 def neg(a):
     """Elementwise -a; backward: -g."""
     a = as_tensor(a)
-    return _make(-a.data, (a,), lambda g: (-g,), "neg")
+
+    def backward(g, owned=False):  # d(-a) = -g
+        return (np.negative(g, out=g) if owned else -g,)
+    return _make(-a.data, (a,), backward, "neg")
 
 
+@_t.in_place_backward
 def mul(a, b):
     """Elementwise a * b with broadcasting; backward: (g * b, g * a)."""
+    if isinstance(b, Tensor) and isinstance(a, Tensor) and a.data.dtype is b.data.dtype:  # common: inlined
+        ad, bd = a.data, b.data
+        try:
+            out = ad * bd
+        except ValueError:
+            _shapes_broadcast("mul", a, b)
+            raise
+
+        def backward2(g):  # d(ab) = (g b, g a)
+            return (g * bd if a.requires_grad else None, g * ad if b.requires_grad else None)
+        return _make(out, (a, b), backward2, "mul")
     s = _scalar(b)
     if s is not None:
         out = a.data * s
         if out.dtype is _F64 and a.data.dtype.kind != "f":  # int * float: see _with_scalar (inlined: hot)
             out = _with_scalar(a, s) * s
-        return _make(out, (a,), lambda g: (g * s,), "mul")
+
+        def backward(g, owned=False):  # d(a c) = g c; in g's own buffer when the engine says it may
+            if owned and g.dtype.kind == "f" and type(s) is not complex:
+                g *= s
+                return (g,)
+            return (g * s,)
+        return _make(out, (a,), backward, "mul")
     a, b = as_tensor(a), as_tensor(b)
     ad, bd = a.data, b.data
     out = _binary("mul", a, b, np.multiply)
@@ -201,11 +234,17 @@ def mul(a, b):
     return _make(out, (a, b), backward, "mul")
 
 
+@_t.in_place_backward
 def div(a, b):
     """Elementwise true division a / b (integers give the default float dtype); backward: (g / b, -g a / b^2)."""
     s = _scalar(b)
     if s is not None:
-        return _make(_floating(a.data) / s, (a,), lambda g: (g / s,), "div")
+        def backward(g, owned=False):  # d(a / c) = g / c
+            if owned and g.dtype.kind == "f" and type(s) is not complex:
+                g /= s
+                return (g,)
+            return (g / s,)
+        return _make(_floating(a.data) / s, (a,), backward, "div")
     a, b = as_tensor(a), as_tensor(b)
     if a.dtype.kind != "f" and b.dtype.kind != "f":  # true division of integers: the default float dtype
         a = Tensor(_floating(a.data))
@@ -271,11 +310,15 @@ def rpow(a, b):
 
 # ---- elementwise functions ---------------------------------------------------------------------
 
+@_t.in_place_backward
 def exp(a):
     """Elementwise e^x; backward: g * e^x."""
     a = as_tensor(a)
     out = np.exp(_floating(a.data))
-    return _make(out, (a,), lambda g: (g * out,), "exp")  # d e^x = e^x
+
+    def backward(g, owned=False):  # d e^x = e^x
+        return (np.multiply(g, out, out=g) if owned and g.dtype == out.dtype else g * out,)
+    return _make(out, (a,), backward, "exp")
 
 
 def log(a):
@@ -306,32 +349,54 @@ def abs(a):
     return _make(np.abs(x), (a,), lambda g: (g * np.sign(x),), "abs")  # subgradient 0 at 0
 
 
+@_t.in_place_backward
 def tanh(a):
     """Elementwise tanh; backward: g * (1 - tanh^2)."""
     a = as_tensor(a)
     out = np.tanh(_floating(a.data))
-    return _make(out, (a,), lambda g: (g * (1 - out * out),), "tanh")  # d tanh = 1 - tanh^2
+
+    def backward(g, owned=False):  # d tanh = 1 - tanh^2
+        d = np.multiply(out, out, out=np.empty_like(out))  # out=: an array even for 0-d
+        np.subtract(1, d, out=d)
+        return (np.multiply(g, d, out=g) if owned and g.dtype == d.dtype else np.multiply(g, d, out=d),)
+    return _make(out, (a,), backward, "tanh")
 
 
 def _sigmoid(x):
-    """1 / (1 + e^-x), stable for large |x|: exp of a non-positive number only."""
-    e = np.exp(-np.abs(x))
-    return np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype, copy=False)
+    """1 / (1 + e^-x), stable for large |x|: exp of a non-positive number only, so e^-|x| in (0, 1];
+    then e / (1 + e) for x < 0. Two buffers, in place."""
+    e = np.abs(x, out=np.empty_like(x))  # out=: an array even for 0-d
+    np.negative(e, out=e)
+    np.exp(e, out=e)                        # e^-|x|
+    out = np.add(e, 1, out=np.empty_like(e))
+    np.divide(1, out, out=out)              # 1 / (1 + e^-|x|): the answer for x >= 0
+    np.multiply(out, e, out=out, where=x < 0)  # e^x / (1 + e^x) for x < 0
+    return out
 
 
+@_t.in_place_backward
 def sigmoid(a):
     """Elementwise logistic 1 / (1 + e^-x), computed stably; backward: g * s (1 - s)."""
     a = as_tensor(a)
     out = _sigmoid(_floating(a.data))
-    return _make(out, (a,), lambda g: (g * out * (1 - out),), "sigmoid")  # s (1 - s)
+
+    def backward(g, owned=False):  # d sigmoid = s (1 - s)
+        d = np.subtract(1, out, out=np.empty_like(out))  # out=: an array even for 0-d
+        d *= out
+        return (np.multiply(g, d, out=g) if owned and g.dtype == d.dtype else np.multiply(g, d, out=d),)
+    return _make(out, (a,), backward, "sigmoid")
 
 
+@_t.in_place_backward
 def relu(a):
     """Elementwise max(x, 0); backward: g where x > 0, else 0 (relu'(0) = 0)."""
     a = as_tensor(a)
     x = a.data
     out = np.maximum(x, 0)
-    return _make(out, (a,), lambda g: (g * (x > 0),), "relu")  # relu'(0) = 0
+
+    def backward(g, owned=False):  # relu'(0) = 0
+        return (np.multiply(g, x > 0, out=g) if owned else g * (x > 0),)
+    return _make(out, (a,), backward, "relu")
 
 
 def softplus(a):
@@ -574,8 +639,10 @@ def _lse(x, axes):
     m = x.max(axis=axes, keepdims=True)
     if not np.isfinite(m).all():
         m = np.where(np.isfinite(m), m, 0)
+    e = np.exp(x - m)
+    last = axes == x.ndim - 1 or axes == -1 or axes == (x.ndim - 1,)
     with np.errstate(divide="ignore"):
-        return m + np.log(np.exp(x - m).sum(axis=axes, keepdims=True))
+        return m + np.log(rowsum(e) if last else e.sum(axis=axes, keepdims=True))
 
 
 def logsumexp(a, axis=None, keepdims=False, dim=None):
@@ -612,7 +679,9 @@ def _mm(x, y):
 def matmul(a, b):
     """a @ b with NumPy's rules: batch dims broadcast, a 1-D operand is a vector."""
     a, b = as_tensor(a), as_tensor(b)
-    ad, bd = _promote(a.data, b.data)
+    ad, bd = a.data, b.data
+    if ad.dtype is not bd.dtype:
+        ad, bd = _promote(ad, bd)
     if ad.ndim == 0 or bd.ndim == 0:
         raise ValueError(f"matmul: operands must have at least one dim, got {ad.shape} @ {bd.shape}")
     if ad.shape[-1] != bd.shape[-2 if bd.ndim > 1 else 0]:
@@ -624,6 +693,15 @@ def matmul(a, b):
         raise ValueError(f"matmul: {ad.shape} @ {bd.shape}: batch dimensions do not broadcast") from None
 
     def backward(g):  # d(A B) = (g B^T, A^T g), with vectors promoted to matrices and back
+        if ad.ndim > 1 and bd.ndim > 1:  # matrices (the usual case): no promotions
+            ga = _mm(g, bd.swapaxes(-1, -2)) if a.requires_grad else None
+            gb = None
+            if b.requires_grad:
+                if bd.ndim == 2 and g.ndim > 2:  # shared weight: one big product instead of a batch + sum
+                    gb = ad.reshape(-1, ad.shape[-1]).T @ g.reshape(-1, g.shape[-1])
+                else:
+                    gb = _mm(ad.swapaxes(-1, -2), g)
+            return ga, gb
         a2 = ad[None, :] if ad.ndim == 1 else ad
         b2 = bd[:, None] if bd.ndim == 1 else bd
         if bd.ndim == 1:  # first: a 0-d g (vector @ vector) needs the last axis before it has a -2

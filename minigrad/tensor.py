@@ -8,8 +8,11 @@ and undoes broadcasting; ops just return arrays (indexing returns a Scatter: g a
 """
 import functools
 import threading
+import types
 
 import numpy as np
+
+from .blas import colsum
 
 _default_dtype = np.float32
 
@@ -173,6 +176,22 @@ def _holds(backward, t):
                 stack.extend(getattr(obj, name, None) for name in getattr(type(obj), "__slots__", ()))
                 stack.extend(getattr(obj, "__dict__", {}).values())
     return False
+
+
+# Code objects of backward closures that may write into the gradient they are given: the engine calls
+# them as backward(g, True) when g is a buffer no one else holds (see run_backward's `owned`).
+_IN_PLACE = set()
+_IN_PLACE_MIN_SIZE = 1024  # entries; below it the check costs more than the buffer it saves
+
+
+def in_place_backward(fn):
+    """Mark op `fn`: the closures named `backward` it defines take (g, owned=False) and may write into g when
+    owned is True. The engine passes True only for a summed gradient it allocated itself, never for a
+    user's `grad=` array, a leaf's .grad or a gradient handed to two parents."""
+    for c in fn.__code__.co_consts:
+        if isinstance(c, types.CodeType) and c.co_name == "backward" and c.co_argcount == 2:
+            _IN_PLACE.add(c)  # a backward(g) beside it (another case of the op) is left alone
+    return fn
 
 
 def _freed(g):
@@ -705,7 +724,7 @@ def _unbroadcast(g, shape, op):
     if extra < 0:
         raise AssertionError(f"{op} backward: gradient of shape {g.shape} has fewer dims than its input {shape}")
     if extra:
-        g = g.sum(axis=tuple(range(extra)))
+        g = colsum(g, extra)  # a BLAS product with ones: NumPy's sum over leading axes is slower
     axes = tuple(i for i, n in enumerate(shape) if n == 1 and g.shape[i] != 1)
     if axes:
         g = g.sum(axis=axes, keepdims=True)
@@ -775,7 +794,15 @@ def run_backward(root, grad, retain_graph=False):
         if not retain_graph:
             node._backward, node._parents = _freed, ()
         # g is None when every child sent None: the node still has to release its parents
-        pgrads = (None,) * len(parents) if g is None else backward(g)
+        if g is None:
+            pgrads, g_owned = (None,) * len(parents), False
+        else:
+            # only big buffers are worth it (and a tiny one costs no page faults); a NumPy scalar has size 1
+            g_owned = g.size >= _IN_PLACE_MIN_SIZE and node in owned
+            if g_owned and getattr(backward, "__code__", None) in _IN_PLACE:
+                pgrads = backward(g, True)  # g is this node's own buffer: the closure may work in it
+            else:
+                pgrads = backward(g)
         for p, pg in zip(parents, pgrads):
             if not p.requires_grad:
                 continue
@@ -801,12 +828,18 @@ def run_backward(root, grad, retain_graph=False):
                 if pg.shape != pd.shape:
                     pg = _unbroadcast(pg, pd.shape, node._op)
                     fresh = True
-                else:  # a gradient passed through (g itself) or a view of something may be shared
-                    fresh = pg is not g and pg.base is None
+                elif pg.base is None and pg is not g:
+                    fresh = True
+                else:  # g itself or a view may be shared, unless g was this node's own and it has one parent
+                    fresh = g_owned and len(parents) == 1 and (
+                        pg is g or pg.base is (g if g.base is None else g.base))
                 if pg.dtype is not pd.dtype and pg.dtype != pd.dtype:
                     pg, fresh = pg.astype(pd.dtype), True
                 if leaf:
-                    _into_leaf(p, pg, fresh)
+                    if fresh and p.grad is None and type(pg) is np.ndarray:
+                        p.grad = pg  # _into_leaf's first case, inlined: a fresh array is adopted
+                    else:
+                        _into_leaf(p, pg, fresh)
                     continue
                 prev = grads.get(p)
                 if prev is None:

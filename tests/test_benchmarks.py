@@ -11,8 +11,10 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for `benchmarks`
 
 from benchmarks import bench_chain, bench_mha, bench_mlp, bench_mlp_tiny, long_attention  # noqa: E402
+from benchmarks import bench_seq2seq, bench_transformer  # noqa: E402
 
-CASES = [(m, name) for m in (bench_mha, bench_mlp, bench_mlp_tiny, bench_chain, long_attention) for name in m.IMPL_NAMES]
+CASES = [(m, name) for m in (bench_mha, bench_mlp, bench_mlp_tiny, bench_chain, long_attention, bench_seq2seq,
+                             bench_transformer) for name in m.IMPL_NAMES]
 
 
 @pytest.mark.parametrize("module,impl", CASES, ids=[f"{m.__name__.split('.')[-1]}-{n}" for m, n in CASES])
@@ -46,6 +48,38 @@ def test_markdown_table():
            "skipped": {"micrograd": "skipped: not installed"}}
     md = run_all.markdown([rec])
     assert "| w | 1.00 (1.00 ms) | 2.00 |" in md
+
+
+def test_targets_are_ratios_to_their_reference():
+    """A target line divides the implementation's median by its reference's, and says met or not met."""
+    from benchmarks import run_all
+    res = {"numpy floor": {"median_s": 1e-3}, "minigrad (Tensor ops)": {"median_s": 1.2e-3},
+           "torch (Tensor ops)": {"median_s": 1.5e-3}, "minigrad (attention.MultiHeadAttention)": {"median_s": 1e-3}}
+    lines = run_all.targets([{"workload": bench_mha.WORKLOAD, "results": res}])
+    assert len(lines) == 3
+    assert "1.20× (" in lines[0] and "not met" in lines[0]
+    assert "0.80× (" in lines[1] and lines[1].endswith("; met)")
+    assert "1.00× (" in lines[2] and lines[2].endswith("; met)")
+
+
+def test_page_faults_are_counted_per_call():
+    """interleaved() reports minor page faults per call: touching fresh pages in a call shows up."""
+    import mmap
+
+    import numpy as np
+
+    from benchmarks.common import interleaved, resource
+    if resource is None:
+        pytest.skip("no getrusage on this platform")
+
+    def touch():  # 8 MB freshly mapped from the kernel, every page written
+        m = mmap.mmap(-1, 8 << 20)
+        np.frombuffer(m, np.uint8)[::4096] = 1
+        m.close()
+
+    _, _, faults = interleaved({"touch": touch, "nothing": lambda: None}, rounds=2, sample_s=1e-3, warmup=1)
+    assert faults["touch"] > 1000  # 2,048 pages of 4 KB
+    assert faults["nothing"] < 1
 
 
 def test_long_attention_peak_memory_row():

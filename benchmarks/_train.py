@@ -1,0 +1,76 @@
+"""Shared parts of the training-step workloads (seq2seq, transformer): one step is forward, cross-entropy,
+backward and Adam, for minigrad and for PyTorch eager loading minigrad's state dict.
+
+The reference ("floor") of these workloads is PyTorch eager itself: the targets are ratios to it. The
+check (float64, tiny sizes) compares the loss and every parameter gradient, then the parameters after
+one Adam step, of every implementation with the reference's.
+"""
+import numpy as np
+
+from benchmarks.common import Impl, as_numpy, minigrad_graph_dtypes, torch
+
+LR = 1e-3
+
+
+def minigrad_model(make, dtype):
+    """make() built with `dtype` as minigrad's default float dtype (parameters and buffers in it)."""
+    import minigrad
+    old = minigrad.get_default_dtype()
+    minigrad.set_default_dtype(dtype)
+    try:
+        return make()
+    finally:
+        minigrad.set_default_dtype(old)
+
+
+def minigrad_impl(model, loss_fn):
+    """loss_fn(model) -> scalar loss Tensor; the step also runs minigrad's Adam."""
+    import minigrad
+    ps = dict(model.named_parameters())
+    opt = minigrad.optim.Adam(list(ps.values()), lr=LR)
+
+    def step():
+        opt.zero_grad()
+        loss_fn(model).backward()
+        opt.step()
+
+    def grads():
+        opt.zero_grad()
+        loss = loss_fn(model)
+        dtypes = minigrad_graph_dtypes(loss)
+        loss.backward()
+        res = {"loss": loss.data, **{k: p.grad for k, p in ps.items()}}
+        res.update({f"graph node ({d})": np.zeros(0, d) for d in dtypes})  # every node's dtype is checked too
+        return res
+
+    return Impl(step, grads, params=lambda: {k: p.data.copy() for k, p in ps.items()})
+
+
+def torch_impl(model, loss_fn, state, dtype):
+    """A torch module with minigrad's parameter names, loading minigrad's state dict; torch's Adam."""
+    model = model.to(torch.float64 if dtype == np.float64 else torch.float32)
+    missing = model.load_state_dict({k: torch.from_numpy(np.array(v, dtype=dtype)) for k, v in state.items()},
+                                    strict=False)
+    if missing.missing_keys or missing.unexpected_keys:
+        raise AssertionError(f"torch model does not take minigrad's state dict: missing {missing.missing_keys}, "
+                             f"unexpected {missing.unexpected_keys}")
+    ps = dict(model.named_parameters())
+    opt = torch.optim.Adam(ps.values(), lr=LR)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss_fn(model).backward()
+        opt.step()
+
+    def grads():
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model)
+        loss.backward()
+        return {"loss": as_numpy(loss), **{k: as_numpy(p.grad) for k, p in ps.items()}}
+
+    return Impl(step, grads, params=lambda: {k: as_numpy(p).copy() for k, p in ps.items()})
+
+
+def torch_names(state):
+    """{name: shape} of a state dict, for building a torch module with the same names."""
+    return {k: np.shape(v) for k, v in state.items()}

@@ -1,0 +1,127 @@
+"""Pre-LN transformer encoder-decoder (experiment E5's model), one training step, float32.
+
+2 encoder + 2 decoder layers, d_model 32, 4 heads, feed-forward 64, ReLU, no dropout, final LayerNorms,
+sinusoidal positions, vocabulary 12, source and target length 20, batch 64, causal decoder self-attention;
+one step = forward with teacher forcing, cross-entropy, backward, Adam. The reference is PyTorch eager
+with its nn layers (nn.TransformerEncoder / nn.TransformerDecoder, norm_first=True), loading minigrad's
+state dict: the layers use torch's parameter names.
+Run: python benchmarks/bench_transformer.py [--quick] [--threads 1 2] [--check]
+"""
+import sys
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: make the `benchmarks` package importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np
+
+from benchmarks import _train
+from benchmarks.bench_seq2seq import make_data
+from benchmarks.common import RESULTS_JSONL, check_impls, main, missing, run_workload, torch
+
+WORKLOAD = "pre-LN transformer 2+2 layers, d=32 H=4 ff=64, B=64 T=20, train step"
+SHAPE = dict(B=64, S=20, V=12, D=32, H=4, F=64, layers=2)
+FLOOR = "torch (nn layers)"
+IMPL_NAMES = ("minigrad (attention layers)",)
+
+try:
+    import attention
+    _attention_error = None
+except Exception as e:  # pragma: no cover - depends on the state of the tree
+    attention, _attention_error = None, f"{type(e).__name__}: {e}"
+
+
+def _minigrad(data, dtype, V, D, H, F, layers, seed):
+    import minigrad
+    from minigrad import nn, ops
+    src, tgt_in, tgt_out = data
+
+    class Model(nn.Module):
+        """Embeddings + sinusoidal positions, encoder and decoder stacks with final norms, output layer."""
+
+        def __init__(self):
+            super().__init__()
+            self.src_emb, self.tgt_emb = nn.Embedding(V, D), nn.Embedding(V, D)
+            self.pos = attention.SinusoidalPositionalEncoding(D, max_len=64)
+            self.encoder = attention.TransformerEncoder(
+                attention.TransformerEncoderLayer(D, H, F, dropout=0.0), layers, norm=nn.LayerNorm(D))
+            self.decoder = attention.TransformerDecoder(
+                attention.TransformerDecoderLayer(D, H, F, dropout=0.0), layers, norm=nn.LayerNorm(D))
+            self.out = nn.Linear(D, V)
+
+        def forward(self, src, tgt_in):
+            memory = self.encoder(self.pos(self.src_emb(src)))
+            y = self.decoder(self.pos(self.tgt_emb(tgt_in)), memory, tgt_is_causal=True)
+            return self.out(y)
+
+    def make():
+        minigrad.manual_seed(seed)
+        return Model()
+    model = _train.minigrad_model(make, dtype)
+    flat = tgt_out.reshape(-1)
+
+    def loss_fn(m):
+        return ops.cross_entropy(m(src, tgt_in).reshape(-1, V), flat)
+    return model, _train.minigrad_impl(model, loss_fn)
+
+
+def _torch(state, data, dtype, V, D, H, F, layers):
+    if torch is None:
+        return missing(torch, "torch")
+    nn = torch.nn
+    src, tgt_in, tgt_out = (torch.from_numpy(np.ascontiguousarray(a)) for a in data)
+    T = tgt_in.shape[1]
+    pe = torch.from_numpy(attention.sinusoidal_table(64, D).astype(dtype))
+    causal = nn.Transformer.generate_square_subsequent_mask(T, dtype=pe.dtype)
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.src_emb, self.tgt_emb = nn.Embedding(V, D), nn.Embedding(V, D)
+            self.encoder = nn.TransformerEncoder(
+                nn.TransformerEncoderLayer(D, H, F, dropout=0.0, batch_first=True, norm_first=True), layers,
+                norm=nn.LayerNorm(D), enable_nested_tensor=False)
+            self.decoder = nn.TransformerDecoder(
+                nn.TransformerDecoderLayer(D, H, F, dropout=0.0, batch_first=True, norm_first=True), layers,
+                norm=nn.LayerNorm(D))
+            self.out = nn.Linear(D, V)
+
+        def forward(self, src, tgt_in):
+            memory = self.encoder(self.src_emb(src) + pe[:src.shape[1]])
+            y = self.decoder(self.tgt_emb(tgt_in) + pe[:T], memory, tgt_mask=causal, tgt_is_causal=True)
+            return self.out(y)
+    flat = tgt_out.reshape(-1)
+
+    def loss_fn(m):
+        return nn.functional.cross_entropy(m(src, tgt_in).reshape(-1, V), flat)
+    return _train.torch_impl(Model(), loss_fn, {k: v for k, v in state.items() if k != "pos.pe"}, dtype)
+
+
+def build(B, S, V, D, H, F, layers, dtype, seed=0):
+    data = make_data(B, S, V, seed)
+    if attention is None:
+        note = f"skipped: attention is not importable ({_attention_error})"
+        return {}, {n: note for n in (FLOOR,) + IMPL_NAMES}
+    model, mg = _minigrad(data, dtype, V, D, H, F, layers, seed)
+    impls, notes = {"minigrad (attention layers)": mg}, {}
+    t = _torch(model.state_dict(), data, dtype, V, D, H, F, layers)
+    (notes if isinstance(t, str) else impls)[FLOOR] = t
+    return impls, notes
+
+
+def check(impl=None):
+    """B=3 T=5, d=8 H=2 ff=6, float64: minigrad's loss, gradients and Adam step equal torch's."""
+    impls, notes = build(3, 5, 7, 8, 2, 6, 2, np.float64)
+    if FLOOR not in impls:
+        return {n: notes.get(n, notes.get(FLOOR, "skipped")) for n in IMPL_NAMES}
+    return check_impls(impls, notes, np.float64, rtol=1e-9, atol=1e-11, floor_name=FLOOR, only=impl)
+
+
+def run(threads=(1, 2), quick=False, budget_s=20.0, save=True, run_id=None):
+    return run_workload(WORKLOAD, lambda: build(**SHAPE, dtype=np.float32), tol=(2e-3, 2e-4), threads=threads,
+                        budget_s=budget_s, quick=quick, floor_name=FLOOR, run_id=run_id,
+                        out=RESULTS_JSONL if save else None, config={**SHAPE, "dtype": "float32"})
+
+
+if __name__ == "__main__":
+    main(__doc__, WORKLOAD, check, run)
