@@ -144,11 +144,12 @@ class Normal:
         """Normal(loc, min_scale + softplus(raw_scale)): an unconstrained network output as a scale."""
         return cls(loc, ops.softplus(_float_tensor(raw_scale, "raw_scale", "Normal")) + min_scale, min_scale)
 
-    mean = property(lambda self: self.loc)
-    stddev = property(lambda self: self.scale)
+    mean = property(lambda self: self.loc, doc="The mean: loc (as torch.distributions.Normal.mean).")
+    stddev = property(lambda self: self.scale, doc="The standard deviation: scale, after the min_scale floor.")
 
     @property
     def variance(self):
+        """scale^2, as a Tensor (differentiable)."""
         return self.scale * self.scale
 
     def sample(self, sample_shape=(), rng=None):

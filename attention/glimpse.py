@@ -118,6 +118,7 @@ class Conv2d(nn.Module):
         self.bias = nn.uniform_(nn.parameter(out_channels), -bound, bound) if bias else None
 
     def forward(self, x):
+        """x (B, in_channels, H, W) -> (B, out_channels, Ho, Wo) (see conv2d)."""
         return conv2d(x, self.weight, self.bias, self.stride, self.padding)
 
     def macs(self, out_hw):
@@ -261,10 +262,12 @@ class GlimpseClassifier(nn.Module):
         self.net = _mlp([in_features, hidden, hidden, num_classes])
 
     def forward(self, glimpse):
+        """A batch of glimpses (B, ...), flattened per item (as a constant) -> logits (B, num_classes)."""
         g = glimpse.data if isinstance(glimpse, Tensor) else np.asarray(glimpse)
         return self.net(Tensor(g.reshape(g.shape[0], -1)))
 
     def macs(self):
+        """Multiply-adds per item of the MLP's Linear layers (biases not counted)."""
         return _mlp_macs(self.net)
 
 
@@ -297,6 +300,7 @@ class GistPolicy(nn.Module):
         return out.reshape(out.shape[0], -1)
 
     def macs(self):
+        """Multiply-adds per item of the three convolutions (see Conv2d.macs)."""
         g, n = self.gist_side, self.grid.n
         return self.conv1.macs((g, g)) + self.conv2.macs((g, g)) + self.head.macs((n, n))
 
@@ -319,9 +323,11 @@ class HardGlimpseNet(nn.Module):
         self.rng, self.last_index = rng, None
 
     def gist(self, images):
+        """The images (B, H, W) average-pooled by the policy's `pool`: the gist (B, H/pool, W/pool), an array."""
         return avg_pool(images, self.policy.pool)
 
     def policy_logits(self, images):
+        """Logits (B, grid.count) of the gist policy over the glimpse positions."""
         return self.policy(self.gist(images))
 
     def classify(self, images, index):
@@ -329,6 +335,7 @@ class HardGlimpseNet(nn.Module):
         return self.classifier(self.grid.read(images, index))
 
     def forward(self, images, boxes=None):
+        """images (B, H, W) -> Rollout: logits from one glimpse, sampled (training) or argmax (eval)."""
         gist = self.gist(images)
         policy = Categorical(logits=self.policy(gist))
         index = policy.sample(rng=self.rng) if self.training else policy.mode()  # a constant: where to look
@@ -343,6 +350,7 @@ class HardGlimpseNet(nn.Module):
         return self.policy.gist_side ** 2 + self.grid.size ** 2
 
     def macs(self):
+        """Multiply-adds per item: the policy's convolutions plus the classifier's Linear layers."""
         return self.policy.macs() + self.classifier.macs()
 
 
@@ -357,6 +365,7 @@ class SoftGlimpseNet(nn.Module):
         self.head = _mlp([dim, hidden, num_classes])
 
     def forward(self, images, return_weights=False):
+        """images (B, H, W) -> logits (B, num_classes), with the weights (B, count) if return_weights."""
         p = self.grid.all_patches(images)                                # (B, N, s, s), a constant
         B, N = p.shape[:2]
         e = ops.relu(self.encoder(Tensor(np.ascontiguousarray(p).reshape(B, N, -1))))  # (B, N, dim)
@@ -366,9 +375,11 @@ class SoftGlimpseNet(nn.Module):
         return (logits, w) if return_weights else logits
 
     def values_read(self):
+        """Values read per item: every patch of the grid, count * size^2."""
         return self.grid.count * self.grid.size ** 2
 
     def macs(self):
+        """Multiply-adds per item: encode and score every patch, the weighted sum, then the head."""
         d = self.score.in_features
         return self.grid.count * (_mlp_macs(self.encoder) + d + d) + _mlp_macs(self.head)
 
@@ -403,6 +414,7 @@ class SpatialLocationHead(nn.Module):
         return Tensor(np.asarray(loc, c.dtype)) + p @ Tensor(grid)         # d mean/d p_k = offset_k
 
     def macs(self):
+        """Multiply-adds per item of its two convolutions on the (size, size) patch (see Conv2d.macs)."""
         return self.conv1.macs((self.size, self.size)) + self.conv2.macs((self.size, self.size))
 
 
@@ -458,6 +470,7 @@ class RecurrentAttentionModel(nn.Module):
         return self.core(g, h)
 
     def forward(self, images, boxes=None):
+        """images (B, H, W) -> Rollout: logits after `glimpses` reads; log_prob, entropy (None if nothing sampled)."""
         x = _images(images)
         B = x.shape[0]
         rng = self.rng or np.random.default_rng()
@@ -495,9 +508,11 @@ class RecurrentAttentionModel(nn.Module):
         return Rollout(logits, lp, ent, state=state, hit=hit, std=self.std if self.where == "learned" else None)
 
     def values_read(self):
+        """Values read per item: glimpses * scales * size^2."""
         return self.glimpses * self.scales * self.size * self.size
 
     def macs(self):
+        """Multiply-adds per item: glimpses x (the glimpse, GRU core and location layers), plus the classifier."""
         lin = [self.rho, self.loc_in, self.g_what, self.g_where]
         per = sum(m.in_features * m.out_features for m in lin) + 6 * self.hidden * self.hidden
         per += _mlp_macs(self.loc_head) if self.loc_net == "mlp" else self.loc_head.macs()

@@ -490,6 +490,7 @@ class LocalScore(Score):
             self.v_p = uniform_(parameter(query_dim), -bound, bound)
 
     def prepare_keys(self, keys):
+        """The align score's prepared keys, wrapped with a step counter that starts at 0 (local-m's p_t)."""
         return _StepKeys(self.align.prepare_keys(keys))
 
     def centre(self, query, lengths, step):
@@ -514,6 +515,7 @@ class LuongLocalAttention(Module):
         self.score = LocalScore(mode, query_dim, key_dim, window, score)
 
     def forward(self, query, keys, values=None, key_padding_mask=None, prepared_keys=None):
+        """One decoder step's window attention: (context (B, L, Dv), weights (B, L, S)); advances the step."""
         values = keys if values is None else values
         B, S = keys.shape[0], keys.shape[-2]
         prepared = self.score.prepare_keys(keys) if prepared_keys is None else prepared_keys

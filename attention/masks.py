@@ -73,6 +73,7 @@ def as_mask_array(mask, name, bool_meaning="True = may attend"):
 
 
 def as_bool_mask(mask, name):
+    """The mask (a Tensor or array) as a boolean ndarray; a TypeError naming `name` if it is not boolean."""
     m = mask.data if isinstance(mask, Tensor) else np.asarray(mask)
     if m.dtype != bool:
         raise TypeError(f"{name} must be a boolean array, got dtype {m.dtype}")

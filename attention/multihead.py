@@ -156,5 +156,6 @@ class MultiHeadAttention(Module):
         return y, weights
 
     def extra_repr(self):
+        """embed_dim, num_heads, dropout (and a non-dense attention= path), for the repr."""
         path = "" if self.attention == "dense" else f", attention={self.attention!r}"
         return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, dropout={self.dropout}{path}"

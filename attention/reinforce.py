@@ -135,6 +135,7 @@ class MovingAverageBaseline:
         return None
 
     def parameters(self):
+        """No trainable parameters: an empty list (so it stands where a ValueBaseline would)."""
         return []
 
 
@@ -150,12 +151,14 @@ class ValueBaseline(nn.Module):
             self.net = nn.Linear(in_features, 1)
 
     def forward(self, state):
+        """b(state): state (B, features) -> baseline values (B,) (state detached unless detach_input=False)."""
         state = ops.as_tensor(state)
         if state.ndim != 2:
             raise ValueError(f"ValueBaseline: state (B, features) expected, got {state.shape}")
         return self.net(state.detach() if self.detach_input else state).reshape(-1)
 
     def values(self, state, batch_size=None):
+        """The baseline values (B,) for the Rollout's state (an error if it has none)."""
         if state is None:
             raise ValueError("ValueBaseline: the model's Rollout has no state for the learned baseline to read")
         return self(state)

@@ -8,7 +8,7 @@ One shape contract: query (..., L, Dq), keys (..., S, Dk) -> scores (..., L, S).
   cosine      g cos(q, k), g learned              (content-based addressing, Graves et al. 2014)
 Every score splits into `prepare_keys(keys)` (work that depends on the keys only: U k, W k, k / |k|)
 and `score_prepared(query, prepared)`, so a decoder computes the first once per source sentence and
-the second at every step. `score(query, keys)` does both.
+the second at every step. Calling the module, `score(query, keys)` (its forward), does both.
 """
 import math
 
@@ -46,26 +46,33 @@ class Score(Module):
     """Base: forward(query, keys) = score_prepared(query, prepare_keys(keys))."""
 
     def prepare_keys(self, keys):
+        """The key-only part of the score (e.g. U k), computed once per source; here the keys unchanged."""
         return keys
 
     def score_prepared(self, query, prepared):
+        """Scores (..., L, S) of query (..., L, Dq) against prepared keys (a subclass defines it)."""
         raise TypeError(f"{type(self).__name__} must define score_prepared()")
 
     def forward(self, query, keys):
+        """Scores (..., L, S) of query (..., L, Dq) against keys (..., S, Dk): both steps in one."""
         return self.score_prepared(query, self.prepare_keys(keys))
 
 
 class DotScore(Score):
+    """The dot-product score q . k (Luong et al. 2015, 'dot'), no parameters."""
     def score_prepared(self, query, keys):
+        """q . k for query (..., L, D) and keys (..., S, D) -> (..., L, S)."""
         return dot_score(query, keys)
 
 
 class ScaledDotScore(Score):
+    """The scaled dot-product score q . k * scale, scale = 1/sqrt(D) by default (Vaswani et al. 2017)."""
     def __init__(self, scale=None):
         super().__init__()
         self.scale = scale
 
     def score_prepared(self, query, keys):
+        """q . k * scale for query (..., L, D) and keys (..., S, D) -> (..., L, S)."""
         return scaled_dot_score(query, keys, self.scale)
 
 
@@ -78,11 +85,13 @@ class GeneralScore(Score):
         self.W = Linear(key_dim, query_dim, bias=False)  # W.weight is (Dq, Dk)
 
     def prepare_keys(self, keys):
+        """W k: keys (..., S, Dk) -> (..., S, Dq), once per source."""
         if keys.shape[-1] != self.key_dim:
             raise ValueError(f"general score: keys (..., S, {self.key_dim}) expected, got {keys.shape}")
         return self.W(keys)  # (..., S, Dk) -> (..., S, Dq)
 
     def score_prepared(self, query, wk):
+        """q . (W k) for query (..., L, Dq) and prepared W k (..., S, Dq) -> (..., L, S)."""
         if query.shape[-1] != self.query_dim:
             raise ValueError(f"general score: query (..., L, {self.query_dim}) expected, got {query.shape}")
         return query @ wk.swapaxes(-1, -2)  # (..., L, Dq) @ (..., Dq, S)
@@ -113,11 +122,13 @@ class AdditiveScore(Score):
         self.v = uniform_(parameter(hidden_dim), -bound, bound)
 
     def prepare_keys(self, keys):
+        """U k + b: keys (..., S, Dk) -> (..., S, A), once per source."""
         if keys.shape[-1] != self.key_dim:
             raise ValueError(f"additive score: keys (..., S, {self.key_dim}) expected, got {keys.shape}")
         return self.U(keys)  # (..., S, Dk) -> (..., S, A)
 
     def score_prepared(self, query, uk):
+        """v . tanh(W q + U k) for query (..., L, Dq) and prepared U k (..., S, A) -> (..., L, S)."""
         if query.shape[-1] != self.query_dim:
             raise ValueError(f"additive score: query (..., L, {self.query_dim}) expected, got {query.shape}")
         return _additive(self.W(query), uk, self.v)
@@ -135,9 +146,11 @@ class CosineScore(Score):
         return x / ((x * x).sum(axis=-1, keepdims=True) + self.eps).sqrt()  # eps keeps 0-vectors finite
 
     def prepare_keys(self, keys):
+        """The keys scaled to unit length, k / sqrt(|k|^2 + eps), once per source."""
         return self._unit(keys)
 
     def score_prepared(self, query, unit_keys):
+        """g cos(q, k) for query (..., L, D) and unit keys (..., S, D) -> (..., L, S)."""
         _check_same_dim("cosine", query, unit_keys)
         return (self._unit(query) @ unit_keys.swapaxes(-1, -2)) * self.scale
 
@@ -213,6 +226,7 @@ class Attention(Module):
         self.score = make_score(score) if isinstance(score, str) else score
 
     def forward(self, query, keys, values=None, key_padding_mask=None, attn_mask=None, prepared_keys=None):
+        """Masked soft attention: returns (context (..., L, Dv), weights (..., L, S)); values default to keys."""
         values = keys if values is None else values
         if keys.shape[-2] != values.shape[-2]:
             raise ValueError(f"Attention: keys (..., S, Dk) and values (..., S, Dv) must share S, "

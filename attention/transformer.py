@@ -233,6 +233,7 @@ class LearnedPositionalEncoding(Module):
         self.dropout = Dropout(dropout)
 
     def forward(self, x, offset=0):
+        """x (..., T, d_model) plus the learned rows P[offset : offset + T], then dropout; same shape."""
         T = x.shape[-2]
         if x.shape[-1] != self.d_model:
             raise ValueError(f"LearnedPositionalEncoding: input (..., T, {self.d_model}) expected, got {x.shape}")

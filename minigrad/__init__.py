@@ -26,10 +26,12 @@ permute = transpose
 
 
 def zeros(*size, requires_grad=False, dtype=None):
+    """A Tensor of zeros of `size` (a tuple or separate ints; default float dtype), as torch.zeros."""
     return Tensor(_np.zeros(_shape_arg(size), dtype or get_default_dtype()), requires_grad)
 
 
 def ones(*size, requires_grad=False, dtype=None):
+    """A Tensor of ones of `size` (a tuple or separate ints; default float dtype), as torch.ones."""
     return Tensor(_np.ones(_shape_arg(size), dtype or get_default_dtype()), requires_grad)
 
 

@@ -36,6 +36,7 @@ class Context:
         self.needs_input_grad = needs_input_grad
 
     def save_for_backward(self, *arrays):
+        """Keep arrays for backward; they come back as ctx.saved_tensors (as torch's ctx)."""
         self.saved_tensors = arrays
 
 
@@ -44,14 +45,17 @@ class Function:
 
     @staticmethod
     def forward(ctx, *args, **kwargs):
+        """Compute the output array from the input arrays (a subclass defines it; here a TypeError)."""
         raise TypeError("Function subclasses must define forward(ctx, *arrays)")
 
     @staticmethod
     def backward(ctx, grad):
+        """Map the output's gradient to one gradient per Tensor input (a subclass defines it)."""
         raise TypeError("Function subclasses must define backward(ctx, grad)")
 
     @classmethod
     def apply(cls, *args, **kwargs):
+        """Run forward on the Tensors' arrays and return a Tensor whose backward calls cls.backward."""
         for k, v in kwargs.items():
             if isinstance(v, Tensor):
                 raise TypeError(f"{cls.__name__}.apply: Tensor argument '{k}' was passed by keyword; pass Tensors "

@@ -9,6 +9,7 @@ from .random import get_rng
 
 
 def leaky_relu(x, negative_slope=0.01):
+    """Elementwise x if x > 0 else negative_slope * x, as torch's leaky_relu (built from where)."""
     x = ops.as_tensor(x)
     return ops.where(x.data > 0, x, x * negative_slope)
 

@@ -44,6 +44,7 @@ def softmax(a, axis=None, dim=None):
 
 
 def log_softmax(a, axis=None, dim=None):
+    """Stable log(softmax(x)) along one axis (fused); backward: g - softmax(x) * sum(g)."""
     a = as_tensor(a)
     x = _floating(a.data)
     axis = _one_axis("log_softmax", axis, dim, x)

@@ -13,6 +13,7 @@ from .tensor import Tensor, no_grad
 
 
 class GradcheckError(AssertionError):
+    """Raised by gradcheck: analytic and numeric gradients disagree, or one is missing, misshapen or non-finite."""
     pass
 
 

@@ -274,6 +274,7 @@ class _Loss(Module):
             self.register_buffer(name, value.data if isinstance(value, Tensor) else np.asarray(value))
 
     def extra_repr(self):
+        """The reduction, when it is not the default 'mean', for the repr."""
         return "" if self.reduction == "mean" else f"reduction={self.reduction!r}"
 
 
@@ -288,6 +289,7 @@ class CrossEntropyLoss(_Loss):
         self.ignore_index, self.label_smoothing = ignore_index, label_smoothing
 
     def forward(self, input, target):
+        """cross_entropy(logits, target) with this module's options; a scalar unless reduction='none'."""
         return cross_entropy(input, target, self.weight, self.ignore_index, self.reduction, self.label_smoothing)
 
 
@@ -300,6 +302,7 @@ class NLLLoss(_Loss):
         self.ignore_index = ignore_index
 
     def forward(self, input, target):
+        """nll_loss(log-probabilities, class indices) with this module's options; a scalar unless 'none'."""
         return nll_loss(input, target, self.weight, self.ignore_index, self.reduction)
 
 
@@ -312,6 +315,7 @@ class BCEWithLogitsLoss(_Loss):
         self._buffer("pos_weight", pos_weight)
 
     def forward(self, input, target):
+        """binary_cross_entropy_with_logits(logits, targets in [0, 1]) with these options; scalar unless 'none'."""
         return binary_cross_entropy_with_logits(input, target, self.weight, self.reduction, self.pos_weight)
 
 
@@ -323,6 +327,7 @@ class BCELoss(_Loss):
         self._buffer("weight", weight)
 
     def forward(self, input, target):
+        """binary_cross_entropy(probabilities, targets in [0, 1]) with this module's options; scalar unless 'none'."""
         return binary_cross_entropy(input, target, self.weight, self.reduction)
 
 
@@ -330,6 +335,7 @@ class MSELoss(_Loss):
     """Mean squared error; see mse_loss."""
 
     def forward(self, input, target):
+        """mse_loss(input, target): squared errors, reduced (a scalar unless reduction='none')."""
         return mse_loss(input, target, self.reduction)
 
 
@@ -337,6 +343,7 @@ class L1Loss(_Loss):
     """Mean absolute error; see l1_loss."""
 
     def forward(self, input, target):
+        """l1_loss(input, target): absolute errors, reduced (a scalar unless reduction='none')."""
         return l1_loss(input, target, self.reduction)
 
 
@@ -350,6 +357,7 @@ class HuberLoss(_Loss):
         self.delta = delta
 
     def forward(self, input, target):
+        """huber_loss(input, target) with this delta, reduced (a scalar unless reduction='none')."""
         return huber_loss(input, target, self.reduction, self.delta)
 
 
@@ -363,6 +371,7 @@ class SmoothL1Loss(_Loss):
         self.beta = beta
 
     def forward(self, input, target):
+        """smooth_l1_loss(input, target) with this beta, reduced (a scalar unless reduction='none')."""
         return smooth_l1_loss(input, target, self.reduction, self.beta)
 
 
@@ -376,4 +385,5 @@ class KLDivLoss(_Loss):
         self.log_target = log_target
 
     def forward(self, input, target):
+        """kl_div(log-probabilities, target) with these options, reduced (a scalar unless 'none')."""
         return kl_div(input, target, self.reduction, self.log_target)

@@ -64,6 +64,7 @@ class Module:
         self._buffers[name] = name
 
     def forward(self, *args, **kwargs):
+        """The module's computation; a subclass defines it and module(...) calls it (here: a TypeError)."""
         raise TypeError(f"{type(self).__name__} must define forward()")
 
     def __call__(self, *args, **kwargs):
@@ -83,6 +84,7 @@ class Module:
                 yield from m.named_modules(memo, f"{prefix}.{name}" if prefix else name, remove_duplicate)
 
     def modules(self):
+        """Every module in the tree, self first, each once (as torch's modules())."""
         return (m for _, m in self.named_modules())
 
     def children(self):
@@ -100,6 +102,7 @@ class Module:
                     yield (f"{mprefix}.{name}" if mprefix else name), p
 
     def parameters(self):
+        """A list of every Parameter in the tree, each once, in named_parameters order."""
         return [p for _, p in self.named_parameters()]
 
     def zero_grad(self, set_to_none=True):
@@ -111,14 +114,17 @@ class Module:
                 p.grad[...] = 0
 
     def train(self, mode=True):
+        """Set training mode (mode=False: eval mode) on self and every submodule; returns self."""
         for m in self.modules():
             object.__setattr__(m, "training", mode)
         return self
 
     def eval(self):
+        """Set evaluation mode (e.g. Dropout off) on every module; same as train(False); returns self."""
         return self.train(False)
 
     def num_parameters(self):
+        """The total number of scalar entries over all parameters (each tied parameter once)."""
         return sum(p.size for p in self.parameters())
 
     # ---- PyTorch's module utilities (issue 13) ----------------------------------------------------
@@ -219,6 +225,7 @@ class Module:
         return self
 
     def extra_repr(self):
+        """The text inside this module's repr parentheses (a subclass puts its sizes here)."""
         return ""
 
     def __repr__(self):
@@ -239,37 +246,44 @@ def _fans(shape):
 
 
 def uniform_(t, a=0.0, b=1.0):
+    """Fill t with samples of U(a, b), in place (as torch.nn.init.uniform_); returns t."""
     t.data = get_rng().uniform(a, b, t.shape).astype(t.dtype)
     return t
 
 
 def normal_(t, mean=0.0, std=1.0):
+    """Fill t with samples of N(mean, std^2), in place (as torch.nn.init.normal_); returns t."""
     t.data = (mean + std * get_rng().standard_normal(t.shape)).astype(t.dtype)
     return t
 
 
 def zeros_(t):
+    """Fill t with zeros, in place; returns t."""
     t.data = np.zeros(t.shape, t.dtype)
     return t
 
 
 def ones_(t):
+    """Fill t with ones, in place; returns t."""
     t.data = np.ones(t.shape, t.dtype)
     return t
 
 
 def xavier_uniform_(t, gain=1.0):
+    """Glorot uniform init U(-b, b), b = gain sqrt(6 / (fan_in + fan_out)), in place; returns t."""
     fan_in, fan_out = _fans(t.shape)
     bound = gain * math.sqrt(6.0 / (fan_in + fan_out))
     return uniform_(t, -bound, bound)
 
 
 def xavier_normal_(t, gain=1.0):
+    """Glorot normal init N(0, gain^2 2 / (fan_in + fan_out)), in place; returns t."""
     fan_in, fan_out = _fans(t.shape)
     return normal_(t, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)))
 
 
 def kaiming_uniform_(t, a=0.0, nonlinearity="leaky_relu"):
+    """He uniform init U(-b, b), b = gain sqrt(3 / fan_in), gain sqrt(2 / (1 + a^2)) for (leaky_)relu; returns t."""
     fan_in, _ = _fans(t.shape)
     gain = math.sqrt(2.0 / (1 + a * a)) if nonlinearity in ("relu", "leaky_relu") else 1.0
     bound = gain * math.sqrt(3.0 / fan_in)
@@ -277,6 +291,7 @@ def kaiming_uniform_(t, a=0.0, nonlinearity="leaky_relu"):
 
 
 def kaiming_normal_(t, a=0.0, nonlinearity="leaky_relu"):
+    """He normal init N(0, gain^2 / fan_in), gain sqrt(2 / (1 + a^2)) for (leaky_)relu, in place; returns t."""
     fan_in, _ = _fans(t.shape)
     gain = math.sqrt(2.0 / (1 + a * a)) if nonlinearity in ("relu", "leaky_relu") else 1.0
     return normal_(t, 0.0, gain / math.sqrt(fan_in))
@@ -300,9 +315,11 @@ class Linear(Module):
             if bias else None
 
     def forward(self, x):
+        """x (..., in_features) -> x W^T + b (..., out_features), b only if bias; one fused linear node."""
         return ops.linear(x, self.weight, self.bias)
 
     def extra_repr(self):
+        """in_features, out_features and whether there is a bias, for the repr."""
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
 
 
@@ -326,6 +343,7 @@ class Embedding(Module):
             self.weight.data[padding_idx] = 0
 
     def forward(self, idx):
+        """Integer indices (...) -> rows of weight (..., embedding_dim); the padding_idx row gets no gradient."""
         i = idx.data if isinstance(idx, Tensor) else np.asarray(idx)
         if i.dtype.kind not in "iu":
             raise TypeError(f"Embedding: indices must be integers, got dtype {i.dtype}")
@@ -339,6 +357,7 @@ class Embedding(Module):
         return out
 
     def extra_repr(self):
+        """num_embeddings, embedding_dim (and padding_idx), for the repr."""
         pad = "" if self.padding_idx is None else f", padding_idx={self.padding_idx}"
         return f"{self.num_embeddings}, {self.embedding_dim}{pad}"
 
@@ -354,13 +373,16 @@ class LayerNorm(Module):
         self.bias = zeros_(parameter(*self.normalized_shape)) if elementwise_affine and bias else None
 
     def forward(self, x):
+        """x normalised over its trailing normalized_shape dims, then times weight plus bias (if present)."""
         return ops.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
 
     def extra_repr(self):
+        """normalized_shape and eps, for the repr."""
         return f"{self.normalized_shape}, eps={self.eps}"
 
 
 class Dropout(Module):
+    """Inverted dropout as torch.nn.Dropout: zeroes entries with probability p in training mode only."""
     def __init__(self, p=0.5):
         super().__init__()
         if not 0.0 <= p <= 1.0:
@@ -368,9 +390,11 @@ class Dropout(Module):
         self.p = p
 
     def forward(self, x):
+        """In training mode x with entries zeroed (probability p) and the rest scaled by 1/(1-p); in eval mode x."""
         return F.dropout(x, self.p, self.training)
 
     def extra_repr(self):
+        """p, for the repr."""
         return f"p={self.p}"
 
 
@@ -396,6 +420,7 @@ class _RNNCellBase(Module):
         return Tensor(np.zeros(x.shape[:-1] + (self.hidden_size,), x.dtype))
 
     def extra_repr(self):
+        """input_size, hidden_size, for the repr."""
         return f"{self.input_size}, {self.hidden_size}"
 
 
@@ -406,6 +431,7 @@ class GRUCell(_RNNCellBase):
         super().__init__(input_size, hidden_size, bias, 3)
 
     def forward(self, x, h=None):
+        """One GRU step: x (B, input_size) and h (B, hidden_size; zeros if None) -> h' (B, hidden_size)."""
         self._check(x, h)
         h = self._zeros(x) if h is None else h
         return ops.gru_cell(x, h, self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh)  # one fused node
@@ -418,6 +444,7 @@ class LSTMCell(_RNNCellBase):
         super().__init__(input_size, hidden_size, bias, 4)
 
     def forward(self, x, state=None):
+        """One LSTM step: x (B, input_size), state (h, c) or None (zeros) -> (h', c'), each (B, hidden_size)."""
         h, c = (None, None) if state is None else state
         self._check(x, h, c)
         h = self._zeros(x) if h is None else h
@@ -444,6 +471,7 @@ class ModuleList(Module):
             self.append(m)
 
     def append(self, m):
+        """Register m under the next index ('0', '1', ...); returns self."""
         setattr(self, str(len(self._modules)), m)
         return self
 
@@ -499,6 +527,7 @@ class Sequential(ModuleList):
         return Sequential(*mods)
 
     def forward(self, x):
+        """Apply each module in order, feeding each output to the next; returns the last output."""
         for m in self._modules.values():
             x = m(x)
         return x
@@ -570,36 +599,44 @@ class _Activation(Module):
     fn = None
 
     def forward(self, x):
+        """The activation applied elementwise to x; same shape as x."""
         return type(self).fn(x)
 
 
 class ReLU(_Activation):
+    """Elementwise max(x, 0) as a module (torch.nn.ReLU)."""
     fn = staticmethod(ops.relu)
 
 
 class Tanh(_Activation):
+    """Elementwise tanh as a module (torch.nn.Tanh)."""
     fn = staticmethod(ops.tanh)
 
 
 class Sigmoid(_Activation):
+    """Elementwise logistic sigmoid as a module (torch.nn.Sigmoid)."""
     fn = staticmethod(ops.sigmoid)
 
 
 class GELU(Module):
+    """GELU as a module (torch.nn.GELU): approximate='none' (exact erf) or 'tanh'."""
     def __init__(self, approximate="none"):
         super().__init__()
         self.approximate = approximate
 
     def forward(self, x):
+        """GELU of x elementwise (see ops.gelu); same shape as x."""
         return ops.gelu(x, self.approximate)
 
 
 class Softmax(Module):
+    """Softmax along `dim` (default -1) as a module (torch.nn.Softmax)."""
     def __init__(self, dim=-1):
         super().__init__()
         self.dim = dim
 
     def forward(self, x):
+        """Softmax of x along self.dim; same shape as x, each slice summing to 1."""
         return ops.softmax(x, self.dim)
 
 

@@ -152,6 +152,7 @@ def _grad_both(g):  # d(a+b) = (g, g); one function for every add node (no closu
 
 
 def add(a, b):
+    """Elementwise a + b with broadcasting; backward: g to each input (unbroadcast by the engine)."""
     if isinstance(b, Tensor) and isinstance(a, Tensor) and a.data.dtype is b.data.dtype:  # common: inlined
         try:
             return _make(a.data + b.data, (a, b), _grad_both, "add")
@@ -169,6 +170,7 @@ def add(a, b):
 
 
 def sub(a, b):
+    """Elementwise a - b with broadcasting; backward: (g, -g)."""
     s = _scalar(b)
     if s is not None:
         out = a.data - s
@@ -189,6 +191,7 @@ def rsub(a, b):
 
 @_t.in_place_backward
 def neg(a):
+    """Elementwise -a; backward: -g."""
     a = as_tensor(a)
 
     def backward(g, owned=False):  # d(-a) = -g
@@ -198,6 +201,7 @@ def neg(a):
 
 @_t.in_place_backward
 def mul(a, b):
+    """Elementwise a * b with broadcasting; backward: (g * b, g * a)."""
     if isinstance(b, Tensor) and isinstance(a, Tensor) and a.data.dtype is b.data.dtype:  # common: inlined
         ad, bd = a.data, b.data
         try:
@@ -232,6 +236,7 @@ def mul(a, b):
 
 @_t.in_place_backward
 def div(a, b):
+    """Elementwise true division a / b (integers give the default float dtype); backward: (g / b, -g a / b^2)."""
     s = _scalar(b)
     if s is not None:
         def backward(g, owned=False):  # d(a / c) = g / c
@@ -263,6 +268,7 @@ def rdiv(a, b):
 
 
 def pow(a, b):
+    """Elementwise a ** b (b a number or a tensor); backward: b a^(b-1) for a, a^b log a for b."""
     s = _scalar(b)
     if s is not None:
         x = _with_scalar(a, s)
@@ -306,6 +312,7 @@ def rpow(a, b):
 
 @_t.in_place_backward
 def exp(a):
+    """Elementwise e^x; backward: g * e^x."""
     a = as_tensor(a)
     out = np.exp(_floating(a.data))
 
@@ -315,6 +322,7 @@ def exp(a):
 
 
 def log(a):
+    """Elementwise natural log (log 0 = -inf; a negative entry is an error); backward: g / x."""
     a = as_tensor(a)
     x = _floating(a.data)
     if x.size and x.min() < 0:
@@ -325,6 +333,7 @@ def log(a):
 
 
 def sqrt(a):
+    """Elementwise square root (a negative entry is an error); backward: g / (2 sqrt x)."""
     a = as_tensor(a)
     x = _floating(a.data)
     if x.size and x.min() < 0:
@@ -334,6 +343,7 @@ def sqrt(a):
 
 
 def abs(a):
+    """Elementwise |x|; backward: g * sign(x) (subgradient 0 at 0)."""
     a = as_tensor(a)
     x = a.data
     return _make(np.abs(x), (a,), lambda g: (g * np.sign(x),), "abs")  # subgradient 0 at 0
@@ -341,6 +351,7 @@ def abs(a):
 
 @_t.in_place_backward
 def tanh(a):
+    """Elementwise tanh; backward: g * (1 - tanh^2)."""
     a = as_tensor(a)
     out = np.tanh(_floating(a.data))
 
@@ -365,6 +376,7 @@ def _sigmoid(x):
 
 @_t.in_place_backward
 def sigmoid(a):
+    """Elementwise logistic 1 / (1 + e^-x), computed stably; backward: g * s (1 - s)."""
     a = as_tensor(a)
     out = _sigmoid(_floating(a.data))
 
@@ -377,6 +389,7 @@ def sigmoid(a):
 
 @_t.in_place_backward
 def relu(a):
+    """Elementwise max(x, 0); backward: g where x > 0, else 0 (relu'(0) = 0)."""
     a = as_tensor(a)
     x = a.data
     out = np.maximum(x, 0)
@@ -489,6 +502,7 @@ def _broadcast_or_none(*shapes):
 
 
 def astype(a, dtype):
+    """Cast to `dtype` (as ndarray.astype); backward: g cast back to the input's dtype."""
     a = as_tensor(a)
     dtype = np.dtype(dtype)
     return _make(a.data.astype(dtype), (a,), lambda g: (g.astype(a.dtype),), "astype")
@@ -504,6 +518,7 @@ def _expand_back(g, shape, axes, keepdims):
 
 
 def sum(a, axis=None, keepdims=False, dim=None):
+    """Sum over axis (or dim; all axes if none), as torch.sum; backward: g broadcast back to every summand."""
     a = as_tensor(a)
     axes = _norm_axes(_reduce_axis(axis, dim), a.shape, "sum")
     shape = a.shape
@@ -512,6 +527,7 @@ def sum(a, axis=None, keepdims=False, dim=None):
 
 
 def mean(a, axis=None, keepdims=False, dim=None):
+    """Mean over axis (or dim; all axes if none), as torch.mean; backward: g / n to every entry."""
     a = as_tensor(a)
     axes = _norm_axes(_reduce_axis(axis, dim), a.shape, "mean")
     shape = a.shape
@@ -564,6 +580,8 @@ def _extreme(op, reduce, a, axis, keepdims, dim):
 # max(dim=) / min(dim=) return (values, indices) as torch.max(x, dim) does
 max_result = namedtuple("max", ["values", "indices"])
 min_result = namedtuple("min", ["values", "indices"])
+max_result.__doc__ = "What max(x, dim=d) returns: (values, indices), as torch.return_types.max."
+min_result.__doc__ = "What min(x, dim=d) returns: (values, indices), as torch.return_types.min."
 
 
 def _extreme_dim(op, argfn, result, a, dim, keepdims):
@@ -628,6 +646,7 @@ def _lse(x, axes):
 
 
 def logsumexp(a, axis=None, keepdims=False, dim=None):
+    """Stable log(sum(exp(x))) over axis (or dim), as torch.logsumexp; backward: g * softmax(x)."""
     a = as_tensor(a)
     axes = _norm_axes(_reduce_axis(axis, dim), a.shape, "logsumexp")
     x = _floating(a.data)
@@ -638,11 +657,13 @@ def logsumexp(a, axis=None, keepdims=False, dim=None):
     return _make(out if keepdims else np.squeeze(out, axes), (a,), backward, "logsumexp")
 
 def argmax(a, axis=None, keepdims=False, dim=None):
+    """Indices of the largest entries over axis (or dim), as an integer Tensor (no gradient)."""
     axis = _axis(axis, dim)
     return Tensor(np.argmax(_t._raw(a), axis=axis, keepdims=keepdims))
 
 
 def argmin(a, axis=None, keepdims=False, dim=None):
+    """Indices of the smallest entries over axis (or dim), as an integer Tensor (no gradient)."""
     axis = _axis(axis, dim)
     return Tensor(np.argmin(_t._raw(a), axis=axis, keepdims=keepdims))
 

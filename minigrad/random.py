@@ -15,18 +15,22 @@ def manual_seed(seed):
 
 
 def get_rng():
+    """The library's np.random.Generator (the one manual_seed reseeds)."""
     return _rng
 
 
 def randn(*shape, requires_grad=False, dtype=None):
+    """A Tensor of standard-normal samples of `shape` (default float dtype), as torch.randn."""
     return Tensor(_rng.standard_normal(_shape_arg(shape)).astype(dtype or get_default_dtype()), requires_grad)
 
 
 def rand(*shape, requires_grad=False, dtype=None):
+    """A Tensor of uniform [0, 1) samples of `shape` (default float dtype), as torch.rand."""
     return Tensor(_rng.random(_shape_arg(shape)).astype(dtype or get_default_dtype()), requires_grad)
 
 
 def randint(low, high, shape):
+    """An integer Tensor of `shape` drawn uniformly from [low, high), as torch.randint."""
     return Tensor(_rng.integers(low, high, size=_shape_arg((shape,) if isinstance(shape, int) else (shape,))))
 
 

@@ -318,6 +318,7 @@ class _RNNBase(Module):
             _lengths_mask(lengths, x.shape[0], x.shape[1], type(self).__name__)
 
     def extra_repr(self):
+        """input_size, hidden_size and every option that differs from its default, for the repr."""
         s = f"{self.input_size}, {self.hidden_size}"
         if self.num_layers != 1:
             s += f", num_layers={self.num_layers}"

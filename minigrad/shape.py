@@ -14,6 +14,7 @@ def _shape_arg(shape):
 
 
 def reshape(a, *shape):
+    """Reshape to `shape` (a tuple or separate ints, -1 inferred), as torch.reshape; backward: g reshaped back."""
     a = as_tensor(a)
     shape = _shape_arg(shape)
     in_shape = a.shape
@@ -25,6 +26,7 @@ def reshape(a, *shape):
 
 
 def flatten(a, start_dim=0, end_dim=-1):
+    """Merge dims start_dim..end_dim into one, as torch.flatten (a 0-d input becomes shape (1,))."""
     a = as_tensor(a)
     nd = a.ndim
     if not nd:
@@ -48,6 +50,7 @@ def transpose(a, *axes):
 
 
 def swapaxes(a, axis1, axis2):
+    """Swap two axes, as np.swapaxes / torch.transpose(x, a, b); backward: swap g's axes back."""
     a = as_tensor(a)
     for ax in (axis1, axis2):
         _check_axis("swapaxes", ax, a.ndim, a.shape)
@@ -70,6 +73,7 @@ def expand(a, *shape):
 
 
 def squeeze(a, axis=None, dim=None):
+    """Drop size-1 dims (all, or those of axis/dim; a named dim that is not 1 is kept, as torch)."""
     a = as_tensor(a)
     axis = _axis(axis, dim)
     if axis is None:
@@ -81,6 +85,7 @@ def squeeze(a, axis=None, dim=None):
 
 
 def unsqueeze(a, axis=None, dim=None):
+    """Insert a size-1 dim at axis (or dim), as torch.unsqueeze; backward: reshape back."""
     a = as_tensor(a)
     axis = _axis(axis, dim)
     if axis is None:
@@ -145,6 +150,7 @@ def gather(a, axis, index):
 
 
 def concat(tensors, axis=0, dim=None):
+    """Join tensors along an existing axis (or dim), as torch.cat (also `cat`); backward: g split into pieces."""
     axis = _axis(axis if axis != 0 or dim is None else None, dim)
     ts = [as_tensor(t) for t in tensors]
     if not ts:
@@ -164,6 +170,7 @@ cat = concat
 
 
 def stack(tensors, axis=0, dim=None):
+    """Join equal-shaped tensors along a new axis (or dim), as torch.stack; backward: g's slices."""
     axis = _axis(axis if axis != 0 or dim is None else None, dim)
     ts = [as_tensor(t) for t in tensors]
     if not ts:

@@ -237,11 +237,11 @@ class Tensor:
         self._op = None
 
     # ---- basic properties -------------------------------------------------------------------
-    shape = property(lambda self: self.data.shape)
-    dtype = property(lambda self: self.data.dtype)
-    ndim = property(lambda self: self.data.ndim)
-    size = property(lambda self: self.data.size)
-    is_leaf = property(lambda self: self._backward is None)
+    shape = property(lambda self: self.data.shape, doc="The shape tuple, as ndarray.shape / torch's .shape.")
+    dtype = property(lambda self: self.data.dtype, doc="The NumPy dtype of the data.")
+    ndim = property(lambda self: self.data.ndim, doc="The number of dims, as ndarray.ndim.")
+    size = property(lambda self: self.data.size, doc="Number of elements, as ndarray.size (not torch's size()).")
+    is_leaf = property(lambda self: self._backward is None, doc="True unless a recorded op made it.")
     # the clock time of the last in-place change, 0 if none (see _bump_version); unset until then, so that
     # making a tensor costs no extra store
     _version = property(lambda self: getattr(self, "_vers", 0))
@@ -291,14 +291,17 @@ class Tensor:
         return f"tensor({body}{extra})"
 
     def numpy(self):
+        """The underlying ndarray itself (shared memory, no copy; as torch's .numpy())."""
         return self.data
 
     def item(self):
+        """The single value of a one-element tensor as a Python number, as torch's .item()."""
         if self.data.size != 1:
             raise ValueError(f"item: only a one-element tensor converts to a number, got shape {self.shape}")
         return self.data.item()
 
     def tolist(self):
+        """The data as (nested) Python lists of numbers, as torch's .tolist()."""
         return self.data.tolist()
 
     def detach(self):
@@ -306,18 +309,22 @@ class Tensor:
         return Tensor(self.data)
 
     def requires_grad_(self, flag=True):
+        """Set requires_grad in place (floating dtypes only) and return self, as torch's requires_grad_."""
         if flag and self.data.dtype.kind != "f":
             raise TypeError(f"requires_grad_: only floating tensors can require grad, got dtype {self.dtype}")
         self.requires_grad = flag
         return self
 
     def zero_grad(self):
+        """Drop this tensor's gradient (.grad = None)."""
         self.grad = None
 
     def float(self):
+        """A float32 cast (differentiable; see ops.astype)."""
         return self.astype(np.float32)
 
     def double(self):
+        """A float64 cast (differentiable; see ops.astype)."""
         return self.astype(np.float64)
 
     __hash__ = object.__hash__  # == is elementwise, so hash by identity as PyTorch does
@@ -440,78 +447,191 @@ class Tensor:
     def __and__(self, other): return Tensor(self.data & _raw(other))
     def __or__(self, other): return Tensor(self.data | _raw(other))
 
-    def exp(self): return ops.exp(self)
-    def log(self): return ops.log(self)
-    def sqrt(self): return ops.sqrt(self)
-    def abs(self): return ops.abs(self)
-    def tanh(self): return ops.tanh(self)
-    def sigmoid(self): return ops.sigmoid(self)
-    def relu(self): return ops.relu(self)
-    def gelu(self): return ops.gelu(self)
+    def exp(self):
+        """Elementwise exp (see ops.exp)."""
+        return ops.exp(self)
+    def log(self):
+        """Elementwise natural log (see ops.log)."""
+        return ops.log(self)
+    def sqrt(self):
+        """Elementwise square root (see ops.sqrt)."""
+        return ops.sqrt(self)
+    def abs(self):
+        """Elementwise absolute value (see ops.abs)."""
+        return ops.abs(self)
+    def tanh(self):
+        """Elementwise tanh (see ops.tanh)."""
+        return ops.tanh(self)
+    def sigmoid(self):
+        """Elementwise logistic sigmoid (see ops.sigmoid)."""
+        return ops.sigmoid(self)
+    def relu(self):
+        """Elementwise max(x, 0) (see ops.relu)."""
+        return ops.relu(self)
+    def gelu(self):
+        """Elementwise exact GELU (see ops.gelu)."""
+        return ops.gelu(self)
 
-    def sum(self, axis=None, keepdims=False, dim=None): return ops.sum(self, axis, keepdims, dim)
-    def mean(self, axis=None, keepdims=False, dim=None): return ops.mean(self, axis, keepdims, dim)
+    def sum(self, axis=None, keepdims=False, dim=None):
+        """Sum over axis (or dim), as torch's .sum (see ops.sum)."""
+        return ops.sum(self, axis, keepdims, dim)
+    def mean(self, axis=None, keepdims=False, dim=None):
+        """Mean over axis (or dim), as torch's .mean (see ops.mean)."""
+        return ops.mean(self, axis, keepdims, dim)
     def var(self, axis=None, keepdims=False, dim=None, correction=1):
+        """Variance over axis (or dim), sample variance by default (see ops.var)."""
         return ops.var(self, axis, keepdims, dim, correction)
     # max/min: values with axis= (or none); a named tuple (values, indices) with dim=, as torch.max(x, dim)
-    def max(self, axis=None, keepdims=False, dim=None): return ops.max(self, axis, keepdims, dim)
-    def min(self, axis=None, keepdims=False, dim=None): return ops.min(self, axis, keepdims, dim)
-    def amax(self, axis=None, keepdims=False, dim=None): return ops.amax(self, axis, keepdims, dim)
-    def amin(self, axis=None, keepdims=False, dim=None): return ops.amin(self, axis, keepdims, dim)
-    def logsumexp(self, axis=None, keepdims=False, dim=None): return ops.logsumexp(self, axis, keepdims, dim)
-    def softmax(self, axis=None, dim=None): return ops.softmax(self, axis, dim)
-    def log_softmax(self, axis=None, dim=None): return ops.log_softmax(self, axis, dim)
-    def argmax(self, axis=None, keepdims=False, dim=None): return ops.argmax(self, axis, keepdims, dim)
-    def argmin(self, axis=None, keepdims=False, dim=None): return ops.argmin(self, axis, keepdims, dim)
+    def max(self, axis=None, keepdims=False, dim=None):
+        """Largest entries: values with axis=, (values, indices) with dim= (see ops.max)."""
+        return ops.max(self, axis, keepdims, dim)
+    def min(self, axis=None, keepdims=False, dim=None):
+        """Smallest entries: values with axis=, (values, indices) with dim= (see ops.min)."""
+        return ops.min(self, axis, keepdims, dim)
+    def amax(self, axis=None, keepdims=False, dim=None):
+        """Largest entries over axis (or dim), values only (see ops.amax)."""
+        return ops.amax(self, axis, keepdims, dim)
+    def amin(self, axis=None, keepdims=False, dim=None):
+        """Smallest entries over axis (or dim), values only (see ops.amin)."""
+        return ops.amin(self, axis, keepdims, dim)
+    def logsumexp(self, axis=None, keepdims=False, dim=None):
+        """Stable log-sum-exp over axis (or dim) (see ops.logsumexp)."""
+        return ops.logsumexp(self, axis, keepdims, dim)
+    def softmax(self, axis=None, dim=None):
+        """Stable softmax along one axis (or dim) (see ops.softmax)."""
+        return ops.softmax(self, axis, dim)
+    def log_softmax(self, axis=None, dim=None):
+        """Stable log-softmax along one axis (or dim) (see ops.log_softmax)."""
+        return ops.log_softmax(self, axis, dim)
+    def argmax(self, axis=None, keepdims=False, dim=None):
+        """Indices of the largest entries, no gradient (see ops.argmax)."""
+        return ops.argmax(self, axis, keepdims, dim)
+    def argmin(self, axis=None, keepdims=False, dim=None):
+        """Indices of the smallest entries, no gradient (see ops.argmin)."""
+        return ops.argmin(self, axis, keepdims, dim)
 
-    def reshape(self, *shape): return ops.reshape(self, *shape)
+    def reshape(self, *shape):
+        """Reshape to `shape` (see ops.reshape); also .view."""
+        return ops.reshape(self, *shape)
     view = reshape
-    def flatten(self, start_dim=0, end_dim=-1): return ops.flatten(self, start_dim, end_dim)
-    def transpose(self, *axes): return ops.transpose(self, *axes)
+    def flatten(self, start_dim=0, end_dim=-1):
+        """Merge dims start_dim..end_dim into one (see ops.flatten)."""
+        return ops.flatten(self, start_dim, end_dim)
+    def transpose(self, *axes):
+        """Permute the axes (none given: reverse them), as NumPy (see ops.transpose); also .permute."""
+        return ops.transpose(self, *axes)
     permute = transpose
-    def swapaxes(self, a, b): return ops.swapaxes(self, a, b)
-    def expand(self, *shape): return ops.expand(self, *shape)
+    def swapaxes(self, a, b):
+        """Swap two axes (see ops.swapaxes)."""
+        return ops.swapaxes(self, a, b)
+    def expand(self, *shape):
+        """Broadcast to `shape`, -1 keeping a dim (see ops.expand); also .broadcast_to."""
+        return ops.expand(self, *shape)
     broadcast_to = expand
-    def squeeze(self, axis=None, dim=None): return ops.squeeze(self, axis, dim)
-    def unsqueeze(self, axis=None, dim=None): return ops.unsqueeze(self, axis, dim)
-    def astype(self, dtype): return ops.astype(self, dtype)
-    def masked_fill(self, mask, value): return ops.masked_fill(self, mask, value)
+    def squeeze(self, axis=None, dim=None):
+        """Drop size-1 dims (see ops.squeeze)."""
+        return ops.squeeze(self, axis, dim)
+    def unsqueeze(self, axis=None, dim=None):
+        """Insert a size-1 dim (see ops.unsqueeze)."""
+        return ops.unsqueeze(self, axis, dim)
+    def astype(self, dtype):
+        """Cast to `dtype`, as ndarray.astype (see ops.astype)."""
+        return ops.astype(self, dtype)
+    def masked_fill(self, mask, value):
+        """`value` where mask is True, self elsewhere (see ops.masked_fill)."""
+        return ops.masked_fill(self, mask, value)
 
     @property
     def T(self):
+        """All axes reversed (see ops.transpose); the matrix transpose for 2-D."""
         return ops.transpose(self)
 
     # ---- PyTorch's further methods (issue 13): each a one-liner onto ops, or a dtype/shape query ------
-    def pow(self, exponent): return ops.pow(self, exponent)
-    def clamp(self, min=None, max=None): return ops.clamp(self, min, max)
+    def pow(self, exponent):
+        """Elementwise self ** exponent (see ops.pow)."""
+        return ops.pow(self, exponent)
+    def clamp(self, min=None, max=None):
+        """Elementwise clamp to [min, max] (see ops.clamp); also .clip."""
+        return ops.clamp(self, min, max)
     clip = clamp
-    def sin(self): return ops.sin(self)
-    def cos(self): return ops.cos(self)
-    def log1p(self): return ops.log1p(self)
-    def expm1(self): return ops.expm1(self)
-    def sign(self): return ops.sign(self)
-    def floor(self): return ops.floor(self)
-    def ceil(self): return ops.ceil(self)
-    def round(self, decimals=0): return ops.round(self, decimals)
-    def maximum(self, other): return ops.maximum(self, other)
-    def minimum(self, other): return ops.minimum(self, other)
-    def tril(self, diagonal=0): return ops.tril(self, diagonal)
-    def triu(self, diagonal=0): return ops.triu(self, diagonal)
-    def outer(self, other): return ops.outer(self, other)
-    def cumsum(self, axis=None, dim=None): return ops.cumsum(self, axis, dim)
-    def prod(self, axis=None, keepdims=False, dim=None): return ops.prod(self, axis, keepdims, dim)
-    def norm(self, p=2, axis=None, keepdims=False, dim=None): return ops.norm(self, p, axis, keepdims, dim)
+    def sin(self):
+        """Elementwise sine (see ops.sin)."""
+        return ops.sin(self)
+    def cos(self):
+        """Elementwise cosine (see ops.cos)."""
+        return ops.cos(self)
+    def log1p(self):
+        """Elementwise log(1 + x) (see ops.log1p)."""
+        return ops.log1p(self)
+    def expm1(self):
+        """Elementwise e^x - 1 (see ops.expm1)."""
+        return ops.expm1(self)
+    def sign(self):
+        """Elementwise sign, zero gradient (see ops.sign)."""
+        return ops.sign(self)
+    def floor(self):
+        """Elementwise floor, zero gradient (see ops.floor)."""
+        return ops.floor(self)
+    def ceil(self):
+        """Elementwise ceil, zero gradient (see ops.ceil)."""
+        return ops.ceil(self)
+    def round(self, decimals=0):
+        """Elementwise round to `decimals`, zero gradient (see ops.round)."""
+        return ops.round(self, decimals)
+    def maximum(self, other):
+        """Elementwise maximum with other (see ops.maximum)."""
+        return ops.maximum(self, other)
+    def minimum(self, other):
+        """Elementwise minimum with other (see ops.minimum)."""
+        return ops.minimum(self, other)
+    def tril(self, diagonal=0):
+        """Lower triangle (entries above `diagonal` zeroed) (see ops.tril)."""
+        return ops.tril(self, diagonal)
+    def triu(self, diagonal=0):
+        """Upper triangle (entries below `diagonal` zeroed) (see ops.triu)."""
+        return ops.triu(self, diagonal)
+    def outer(self, other):
+        """Outer product of two 1-D tensors (see ops.outer)."""
+        return ops.outer(self, other)
+    def cumsum(self, axis=None, dim=None):
+        """Cumulative sum along axis (or dim) (see ops.cumsum)."""
+        return ops.cumsum(self, axis, dim)
+    def prod(self, axis=None, keepdims=False, dim=None):
+        """Product over axis (or dim) (see ops.prod)."""
+        return ops.prod(self, axis, keepdims, dim)
+    def norm(self, p=2, axis=None, keepdims=False, dim=None):
+        """p-norm over axis (or dim) (see ops.norm)."""
+        return ops.norm(self, p, axis, keepdims, dim)
     def std(self, axis=None, keepdims=False, dim=None, correction=1):
+        """Standard deviation over axis (or dim), sample std by default (see ops.std)."""
         return ops.std(self, axis, keepdims, dim, correction=correction)
-    def chunk(self, chunks, dim=0): return ops.chunk(self, chunks, dim)
-    def split(self, split_size_or_sections, dim=0): return ops.split(self, split_size_or_sections, dim)
-    def tile(self, *dims): return ops.tile(self, *dims)
-    def repeat(self, *sizes): return ops.repeat(self, *sizes)
-    def flip(self, dims): return ops.flip(self, dims)
-    def roll(self, shifts, dims=None): return ops.roll(self, shifts, dims)
-    def gather(self, dim, index): return ops.gather(self, dim, index)
-    def masked_select(self, mask): return ops.masked_select(self, mask)
-    def nonzero(self, as_tuple=False): return ops.nonzero(self, as_tuple)
+    def chunk(self, chunks, dim=0):
+        """Split into `chunks` pieces along dim (see ops.chunk)."""
+        return ops.chunk(self, chunks, dim)
+    def split(self, split_size_or_sections, dim=0):
+        """Split into pieces of a size (or a list of sizes) along dim (see ops.split)."""
+        return ops.split(self, split_size_or_sections, dim)
+    def tile(self, *dims):
+        """Repeat the whole tensor `dims` times per axis, as torch.tile (see ops.tile)."""
+        return ops.tile(self, *dims)
+    def repeat(self, *sizes):
+        """Repeat the whole tensor `sizes` times per axis, as torch's .repeat (see ops.repeat)."""
+        return ops.repeat(self, *sizes)
+    def flip(self, dims):
+        """Reverse the order along `dims` (see ops.flip)."""
+        return ops.flip(self, dims)
+    def roll(self, shifts, dims=None):
+        """Shift entries cyclically by `shifts` along `dims` (see ops.roll)."""
+        return ops.roll(self, shifts, dims)
+    def gather(self, dim, index):
+        """Pick entries along dim at `index`, as torch.gather (see ops.gather)."""
+        return ops.gather(self, dim, index)
+    def masked_select(self, mask):
+        """The entries where mask is True, as a 1-D tensor (see ops.masked_select)."""
+        return ops.masked_select(self, mask)
+    def nonzero(self, as_tuple=False):
+        """Indices of the nonzero entries, no gradient (see ops.nonzero)."""
+        return ops.nonzero(self, as_tuple)
 
     def numel(self):
         """The number of elements (as torch.numel)."""
@@ -626,12 +746,14 @@ class Scatter:
         self.index, self.g, self.repeats = index, g, repeats  # repeats: an integer-array index may repeat
 
     def add_into(self, acc):
+        """Add g at index into the array acc in place (np.add.at when indices may repeat)."""
         if self.repeats:
             np.add.at(acc, self.index, self.g)
         else:
             acc[self.index] += self.g
 
     def dense(self, shape, dtype):
+        """The full gradient: a zeros array of `shape` and `dtype` with g added at index."""
         acc = np.zeros(shape, dtype)
         self.add_into(acc)
         return acc
