@@ -5,6 +5,7 @@ It echoes micrograd's draw_dot: the graph is the program that backpropagation ru
 reference walk (minigrad.reference_backward, ~20 lines) and the fast one (Tensor.backward) agree on it.
 
 python examples/autodiff_tour.py [--quick] [--seed N] [--out DIR]
+Writes its PNG figures, metrics.json (its headline numbers), section.md and headline.json under --out.
 """
 from common import Report, parse_args
 

@@ -15,6 +15,7 @@ Hard attention is evaluated deterministically (argmax cell, one rollout); its hi
 whole object) is reported next to its accuracy, because accuracy alone can hide a policy that never learned.
 
 python examples/glimpse.py [--quick] [--seed N] [--out DIR] [--objects FILE.npz]
+Writes its PNG figures, metrics.json (its headline numbers), section.md and headline.json under --out.
 """
 from common import Progress, Report, parse_args, pyplot
 

@@ -8,6 +8,7 @@ the older A's between them; with two or more heads, at the same d_model, one hea
 Echoes Vaswani et al. (2017), "Attention Is All You Need", sec. 3.2.2 (multi-head attention).
 
 python examples/heads.py [--quick] [--seed N] [--out DIR]
+Writes its PNG figures, metrics.json (its headline numbers), section.md and headline.json under --out.
 """
 from common import Progress, Report, parse_args, positive_int, pyplot
 

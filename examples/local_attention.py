@@ -11,6 +11,7 @@ two-hop path to anything, so k > n*w is solved from 2 layers on.
 L from 1k to 16k, each in a fresh process; dense is not started where its memory estimate exceeds the budget.
 
 python examples/local_attention.py [--quick] [--seed N] [--out DIR]
+Writes its PNG figures, metrics.json (its headline numbers), section.md and headline.json under --out.
 """
 from common import Progress, Report, parse_args, pyplot
 

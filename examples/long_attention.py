@@ -8,6 +8,7 @@ float64, values and the gradients of q, k and v, with and without masks, at a si
 against naive (dense) attention, which is not started where its memory estimate exceeds the budget.
 
 python examples/long_attention.py [--quick] [--seed N] [--out DIR]
+Writes its PNG figures, metrics.json (its headline numbers), section.md and headline.json under --out.
 """
 from common import Report, parse_args, pyplot
 

@@ -1,6 +1,7 @@
 """A first example: an MLP learns the two-moons classification with minigrad (nn, optim, cross_entropy).
 
 python examples/moons.py [--quick] [--seed N] [--out DIR]
+Writes its PNG figures, metrics.json (its headline numbers), section.md and headline.json under --out.
 """
 import numpy as np
 

@@ -1,6 +1,6 @@
 """The plots the examples share, in one place: attention heatmaps (one map, or a grid of heads), learning
 curves, and gradient norms per layer over training. Each takes and returns a matplotlib figure (Agg backend);
-`Report.figure` saves it."""
+`Report.figure` saves it, beside the example's metrics.json."""
 import numpy as np
 
 from common import pyplot

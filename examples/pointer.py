@@ -11,6 +11,7 @@ the estimate's mean and lowers its variance; the same variance traced along trai
 the mean reward raises it instead (the variance-minimising constant is not the mean reward).
 
 python examples/pointer.py [--quick] [--seed N] [--out DIR]
+Writes its PNG figures, metrics.json (its headline numbers), section.md and headline.json under --out.
 """
 import time
 

@@ -7,6 +7,7 @@ trained leave-one-out so a point cannot just copy its own label) narrows the ban
 and fewer weights. Echoes Nadaraya (1964) and Watson (1964), as retold in d2l.ai's "attention pooling".
 
 python examples/pooling.py [--quick] [--seed N] [--out DIR]
+Writes its PNG figures, metrics.json (its headline numbers), section.md and headline.json under --out.
 """
 from common import Progress, Report, parse_args, positive_int, pyplot
 

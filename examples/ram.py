@@ -18,6 +18,7 @@ The first read is at the centre for every model; the controls differ only in whe
 RAM is a slow learner (the published runs train for hundreds of epochs); here it gets 6,000 steps (400 with --quick).
 
 python examples/ram.py [--quick] [--seed N] [--out DIR]
+Writes its PNG figures, metrics.json (its headline numbers), section.md and headline.json under --out.
 """
 from common import Progress, Report, parse_args, pyplot
 

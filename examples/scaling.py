@@ -9,6 +9,7 @@
     sec. 3.2.1 and its footnote 4.
 
 python examples/scaling.py [--quick] [--seed N] [--out DIR]
+Writes its PNG figures, metrics.json (its headline numbers), section.md and headline.json under --out.
 """
 from common import Progress, Report, parse_args, positive_int, pyplot
 

@@ -9,6 +9,7 @@ Echoes Luong et al. (2015) (dot, general), Bahdanau et al. (2015) (additive), Va
 (scaled dot) and Graves et al. (2014) (cosine, content-based addressing).
 
 python examples/scores.py [--quick] [--seed N] [--out DIR]
+Writes its PNG figures, metrics.json (its headline numbers), section.md and headline.json under --out.
 """
 from common import Progress, Report, parse_args, positive_int, pyplot
 

@@ -11,6 +11,7 @@ The paper's claim: strided suits periodic data (images, music); fixed is the mor
 a period (text). The pair count is also tabulated as L grows. The patterns run here as dense masks.
 
 python examples/sparse_patterns.py [--quick] [--seed N] [--out DIR]
+Writes its PNG figures, metrics.json (its headline numbers), section.md and headline.json under --out.
 """
 from common import Progress, Report, parse_args, pyplot
 
