@@ -165,7 +165,7 @@ def main():
     grid = PatchGrid(32, 10, 2)
     steps = {"mlp": 3000, "center": 3000, "random": 3000, "hard": 6000, "soft": 3000, "oracle": 3000}
     if quick:
-        steps = {"mlp": 300, "center": 300, "random": 300, "hard": 500, "soft": 250, "oracle": 300}
+        steps = {"mlp": 300, "center": 300, "random": 300, "hard": 1000, "soft": 250, "oracle": 300}
     if args.steps:
         steps = {k: args.steps for k in steps}
     models = args.models or MODELS
