@@ -14,6 +14,8 @@ import subprocess
 import sys
 import time
 
+from common import format_table, markdown_table, write_atomic  # the examples' own table and file helpers
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 # In reading order: the engine first, then attention from its simplest form to the hard kind.
@@ -84,22 +86,13 @@ def main():
         sections.append(_section(name, claim, folder, seconds, code))
     total = time.perf_counter() - tour_start
 
-    def show(v):
-        return f"{v:.3g}" if isinstance(v, float) else ("—" if v is None else str(v))
     cols = ["example", "headline", "value", "target", "reached", "seconds"]
-    rows = [[show(r[c]) if c != "reached" else ("yes" if r[c] else "NO") for c in cols] for r in summary]
-    widths = [max(len(c), *(len(x[i]) for x in rows)) for i, c in enumerate(cols)]
+    shown = [dict(r, reached="yes" if r["reached"] else "NO") for r in summary]
     print(f"\n=== tour summary ({total:.0f} s) ===")
-    print("  ".join(c.ljust(w) for c, w in zip(cols, widths)))
-    for x in rows:
-        print("  ".join(v.ljust(w) for v, w in zip(x, widths)))
-    table = "\n".join(["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)] +
-                      ["| " + " | ".join(x) + " |" for x in rows])
-    report = "\n\n".join([f"# minigrad tour (quick mode, {total:.0f} s)", table, *sections]) + "\n"
-    with open(os.path.join(args.out, "report.md"), "w") as f:
-        f.write(report)
-    with open(os.path.join(args.out, "summary.json"), "w") as f:
-        json.dump(summary, f, indent=2)
+    print(format_table(shown, cols))
+    report = "\n\n".join([f"# minigrad tour (quick mode, {total:.0f} s)", markdown_table(shown, cols), *sections])
+    write_atomic(os.path.join(args.out, "report.md"), report + "\n")
+    write_atomic(os.path.join(args.out, "summary.json"), json.dumps(summary, indent=2) + "\n")
     print(f"wrote {os.path.join(args.out, 'report.md')} and summary.json")
     if any(r["headline"].startswith("FAILED") for r in summary):
         sys.exit(1)

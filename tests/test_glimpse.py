@@ -194,6 +194,22 @@ def test_hard_net_eval_reads_the_argmax_cell():
     np.testing.assert_array_equal(net.last_index, want)
 
 
+def _policy_grads_after_checking_cross_entropy(net, out, x, y, boxes):
+    """RAM's two losses reach only their own parameters: the cross-entropy of `out` reaches the core and the
+    classifier but not the location head; the policy loss of a fresh rollout reaches nothing but the head.
+    Returns the policy loss's gradient norms, for the caller's own check on the head."""
+    mg.cross_entropy(out.logits, y).backward()
+    g = _grads(net)
+    assert all(v == 0 for n, v in g.items() if n.startswith("loc_head"))
+    assert g["core.weight_ih"] > 0 and g["classifier.weight"] > 0
+    net.zero_grad()
+    out = net(x, boxes)
+    hybrid_loss(out.logits, y, out.log_prob, reward=rng.random(8)).policy.backward()
+    g = _grads(net)
+    assert all(v == 0 for n, v in g.items() if not n.startswith("loc_head"))
+    return g
+
+
 def test_ram_location_fed_to_the_next_glimpse_carries_no_gradient():
     x, y, boxes = _canvases()
     net = RecurrentAttentionModel(10, glimpses=3, rng=np.random.default_rng(2))
@@ -209,17 +225,8 @@ def test_ram_location_fed_to_the_next_glimpse_carries_no_gradient():
     assert all(isinstance(loc, np.ndarray) for loc in seen)  # a plain array: no parents, no graph
     assert out.log_prob.shape == (8, 2)
     # the classification loss does not reach the location head (it reads h.detach(); the read is constant)
-    mg.cross_entropy(out.logits, y).backward()
-    g = _grads(net)
-    assert all(v == 0 for n, v in g.items() if n.startswith("loc_head"))
-    assert g["core.weight_ih"] > 0 and g["classifier.weight"] > 0
-    # the policy loss reaches the location head and nothing else
-    net.zero_grad()
-    out = net(x, boxes)
-    hybrid_loss(out.logits, y, out.log_prob, reward=rng.random(8)).policy.backward()
-    g = _grads(net)
+    g = _policy_grads_after_checking_cross_entropy(net, out, x, y, boxes)
     assert any(v > 0 for n, v in g.items() if n.startswith("loc_head"))
-    assert all(v == 0 for n, v in g.items() if not n.startswith("loc_head"))
 
 
 def test_ram_controls_read_where_told():
@@ -332,16 +339,8 @@ def test_ram_spatial_head_losses_reach_only_their_own_parameters():
     out = net(x, boxes)
     assert out.log_prob.shape == (8, 2)
     assert isinstance(net.last_locations, np.ndarray)
-    mg.cross_entropy(out.logits, y).backward()
-    g = _grads(net)
-    assert all(v == 0 for n, v in g.items() if n.startswith("loc_head"))
-    assert g["core.weight_ih"] > 0 and g["classifier.weight"] > 0
-    net.zero_grad()
-    out = net(x, boxes)
-    hybrid_loss(out.logits, y, out.log_prob, reward=rng.random(8)).policy.backward()
-    g = _grads(net)
+    g = _policy_grads_after_checking_cross_entropy(net, out, x, y, boxes)
     assert g["loc_head.conv1.weight"] > 0 and g["loc_head.conv2.weight"] > 0
-    assert all(v == 0 for n, v in g.items() if not n.startswith("loc_head"))
     with pytest.raises(ValueError, match="loc_net must be"):
         RecurrentAttentionModel(10, loc_net="conv")
 

@@ -9,8 +9,27 @@ One module per family of tasks, each with its fixed held-out test set:
 Token ids shared by every sequence task (documented in sequences.py): PAD = 0, BOS = 1, EOS = 2; content
 tokens start at FIRST_TOKEN = 3.
 """
+import numpy as np
+
 PAD, BOS, EOS = 0, 1, 2
 FIRST_TOKEN = 3
+
+
+def draw_outside(draw, keys, held_out, n, rng, what):
+    """n rows from `draw(n, rng)` (a tuple of (n, ...) arrays), none of whose `keys(*arrays)` is in held_out.
+
+    Rows that clash with the held-out test set are redrawn, at most 100 rounds (a task whose test set leaves
+    too little room raises instead of looping); `what` names the caller in that error.
+    """
+    out = draw(n, rng)
+    for _ in range(100):
+        clash = np.array([k in held_out for k in keys(*out)], dtype=bool)
+        if not clash.any():
+            return out
+        fresh = draw(int(clash.sum()), rng)
+        for a, f in zip(out, fresh):
+            a[clash] = f
+    raise RuntimeError(f"{what}: could not draw rows outside the test set; the task's space is too small")
 
 # after the ids, which the task modules import
 from .sequences import SequenceTask  # noqa: E402,F401

@@ -10,6 +10,8 @@ Hard attention reads one cell (which must be the header's), soft attention a wei
 """
 import numpy as np
 
+from . import draw_outside
+
 TEST_SEED = 2 ** 31 - 7  # the test set's own stream, whatever seed the training run uses
 
 
@@ -54,15 +56,7 @@ class PointerTask:
         """A training batch (header, cells, target), redrawing any item that is in the test set."""
         if not isinstance(batch, (int, np.integer)) or batch < 1:
             raise ValueError(f"PointerTask.sample: batch must be an integer >= 1, got {batch!r}")
-        header, cells = self._draw(batch, rng)
-        for _ in range(100):
-            clash = np.array([k in self._test_keys for k in self._keys(header, cells)])
-            if not clash.any():
-                break
-            h, c = self._draw(int(clash.sum()), rng)
-            header[clash], cells[clash] = h, c
-        else:  # pragma: no cover - needs a test set of nearly half the space
-            raise RuntimeError("PointerTask.sample: could not draw items outside the test set")
+        header, cells = draw_outside(self._draw, self._keys, self._test_keys, batch, rng, "PointerTask.sample")
         return header, cells, cells[np.arange(batch), header]
 
     def features(self, header, cells):

@@ -14,6 +14,8 @@ PAD/BOS/EOS ids of attention.tasks are not used here; ids start at 0 and are doc
 """
 import numpy as np
 
+from . import draw_outside
+
 
 def _check_int(name, value, low):
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
@@ -37,22 +39,14 @@ class _HeldOut:
         self.test = test
 
     def _draw(self, n, rng):
-        raise NotImplementedError
+        raise TypeError(f"{type(self).__name__} must define _draw(n, rng) -> a tuple of (n, ...) integer arrays")
 
     def batch(self, n, rng):
         """n training rows drawn with rng (a numpy Generator); none equals a row of `test`."""
         n = _check_int("batch size", n, 1)
         if not isinstance(rng, np.random.Generator):
             raise TypeError(f"batch: rng must be a numpy.random.Generator, got {type(rng).__name__}")
-        out = self._draw(n, rng)
-        for _ in range(100):
-            clash = np.array([r in self._test_rows for r in _rows(*out)])
-            if not clash.any():
-                return out
-            fresh = self._draw(int(clash.sum()), rng)
-            for a, f in zip(out, fresh):
-                a[clash] = f
-        raise RuntimeError("batch: could not draw rows outside the test set; the task's space is too small")
+        return draw_outside(self._draw, _rows, self._test_rows, n, rng, "batch")
 
 
 # ---- 1-D attention pooling ------------------------------------------------------------------------------
