@@ -5,6 +5,7 @@ with a ones vector costs 2-10 ns a row. Softmax, layer_norm, cross_entropy, bias
 broadcasting all sum short rows, so each goes through these. The results equal NumPy's up to rounding
 (a different order of additions); zeros add exactly, so a masked entry that is exactly 0 cannot change
 a row's sum. Small or non-contiguous arrays, integer dtypes and empty axes take NumPy's own sum.
+The constant vectors they use (ones, and the row indices `arange` for a fancy-indexed pick) are cached.
 """
 import numpy as np
 
@@ -24,6 +25,21 @@ def ones(n, dtype):
         v = np.ones(n, dtype)
         v.flags.writeable = False
         _ones_cache[key] = v
+    return v
+
+
+_arange_cache = {}
+
+
+def arange(n):
+    """np.arange(n) (int64), read-only and cached: the row indices of a fancy-indexed pick, made once."""
+    v = _arange_cache.get(n)
+    if v is None:
+        if len(_arange_cache) > 256:
+            _arange_cache.clear()
+        v = np.arange(n)
+        v.flags.writeable = False
+        _arange_cache[n] = v
     return v
 
 

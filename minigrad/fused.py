@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from .blas import colsum, rowdot, rowsum
+from .blas import arange, colsum, rowdot, rowsum
 from .ops import _all_finite, _axis, _floating, _lse, _make, _norm_axes, _sigmoid, as_tensor
 from .tensor import Tensor, in_place_backward
 
@@ -203,18 +203,21 @@ def cross_entropy(logits, target, ignore_index=-100, label_smoothing=0.0, reduct
     t = target.data if isinstance(target, Tensor) else np.asarray(target)
     if t.dtype.kind not in "iu":
         raise TypeError(f"cross_entropy: target must hold integer class indices, got dtype {t.dtype}")
-    if x.ndim == 0 or (x.shape[:1] + x.shape[2:] if x.ndim > 1 else ()) != t.shape:
-        raise ValueError(f"cross_entropy: logits {x.shape} need target of shape "
-                         f"{(x.shape[:1] + x.shape[2:]) if x.ndim > 1 else ()}, got {t.shape}")
+    if x.ndim == 2 and t.shape == x.shape[:1]:  # (N, C) with (N,), the usual case: rows already
+        xr, tr, C = x, t, x.shape[1]
+    else:
+        if x.ndim == 0 or (x.shape[:1] + x.shape[2:] if x.ndim > 1 else ()) != t.shape:
+            raise ValueError(f"cross_entropy: logits {x.shape} need target of shape "
+                             f"{(x.shape[:1] + x.shape[2:]) if x.ndim > 1 else ()}, got {t.shape}")
+        C = x.shape[0] if x.ndim == 1 else x.shape[1]
+        # work on (M, C) rows: classes last
+        xr = x.reshape(1, C) if x.ndim == 1 else np.moveaxis(x, 1, -1).reshape(-1, C)
+        tr = t.reshape(-1)
     if reduction not in ("mean", "sum", "none"):
         raise ValueError(f"cross_entropy: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
-    C = x.shape[0] if x.ndim == 1 else x.shape[1]
-    # work on (M, C) rows: classes last
-    xr = x if x.ndim == 2 else x.reshape(1, C) if x.ndim == 1 else np.moveaxis(x, 1, -1).reshape(-1, C)
-    tr = t.reshape(-1)
-    rows = np.arange(len(tr))
+    rows = arange(len(tr))  # cached: the same batch size comes every step
     # the common case, no ignore_index in [0, C) and no negative target, costs one reduction; a target
     # >= C is then caught by the indexing below
     fast = ignore_index < 0 and (tr.size == 0 or tr.min() >= 0)
@@ -229,11 +232,10 @@ def cross_entropy(logits, target, ignore_index=-100, label_smoothing=0.0, reduct
     total = rowsum(e)                     # (M, 1) >= 1 (the max term is e^0), so its log is finite
     log_total = np.log(total[:, 0])       # log p[i, c] = shifted[i, c] - log_total[i]
     try:
-        picked = shifted[rows, tv] - log_total
+        loss = log_total - shifted[rows, tv]  # -log p[i, t_i]
     except IndexError:
         raise IndexError(f"cross_entropy: target {tv[tv >= C][0]} is out of range for {C} classes") from None
     eps = label_smoothing
-    loss = -picked
     if eps:  # label smoothing: (1 - eps) on the target plus eps spread evenly over all C classes
         loss = (1 - eps) * loss - (eps / C) * (shifted.sum(axis=1) - C * log_total)
     count = len(tr) if all_valid else int(np.count_nonzero(valid))

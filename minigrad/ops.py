@@ -682,14 +682,14 @@ def matmul(a, b):
     ad, bd = a.data, b.data
     if ad.dtype is not bd.dtype:
         ad, bd = _promote(ad, bd)
-    if ad.ndim == 0 or bd.ndim == 0:
-        raise ValueError(f"matmul: operands must have at least one dim, got {ad.shape} @ {bd.shape}")
-    if ad.shape[-1] != bd.shape[-2 if bd.ndim > 1 else 0]:
-        raise ValueError(f"matmul: {ad.shape} @ {bd.shape}: inner dimensions {ad.shape[-1]} and "
-                         f"{bd.shape[-2 if bd.ndim > 1 else 0]} differ")
     try:
         out = ad @ bd
-    except ValueError:
+    except ValueError:  # say which rule the shapes broke (checked only on failure: matmul is a hot path)
+        if ad.ndim == 0 or bd.ndim == 0:
+            raise ValueError(f"matmul: operands must have at least one dim, got {ad.shape} @ {bd.shape}") from None
+        if ad.shape[-1] != bd.shape[-2 if bd.ndim > 1 else 0]:
+            raise ValueError(f"matmul: {ad.shape} @ {bd.shape}: inner dimensions {ad.shape[-1]} and "
+                             f"{bd.shape[-2 if bd.ndim > 1 else 0]} differ") from None
         raise ValueError(f"matmul: {ad.shape} @ {bd.shape}: batch dimensions do not broadcast") from None
 
     def backward(g):  # d(A B) = (g B^T, A^T g), with vectors promoted to matrices and back
@@ -739,3 +739,11 @@ from .shape import chunk, flip, masked_select, nonzero, repeat, roll, split, til
 _with_keepdim = _t._with_keepdim
 sum, mean, var, max, min, logsumexp, argmax, argmin, prod, norm, std = map(
     _with_keepdim, (sum, mean, var, max, min, logsumexp, argmax, argmin, prod, norm, std))
+
+# Tensor's operators are these functions themselves (x + y calls add(x, y); 2 + x calls add(x, 2): + and * commute)
+Tensor.__add__ = Tensor.__radd__ = add
+Tensor.__sub__, Tensor.__rsub__ = sub, rsub
+Tensor.__mul__ = Tensor.__rmul__ = mul
+Tensor.__truediv__, Tensor.__rtruediv__ = div, rdiv
+Tensor.__pow__, Tensor.__rpow__ = pow, rpow
+Tensor.__matmul__, Tensor.__neg__, Tensor.__getitem__ = matmul, neg, getitem

@@ -96,19 +96,23 @@ class Optimizer:
     def step(self, closure=None):
         """One update of every parameter that has a gradient; closure() (re)computes the loss first if given."""
         loss = closure() if closure is not None else None
-        for group in self.param_groups:  # checked first, so a refused step changes no parameter
-            for i, p in enumerate(group["params"]):
-                if p.grad is not None and not p.data.flags.writeable:
-                    raise ValueError(f"{type(self).__name__}.step: parameter {i} (shape {p.shape}) holds a read-only "
-                                     f"array, which the update would write into; give it a writable one "
-                                     f"(p.data = p.data.copy())")
-        updated = []
+        todo = []  # (parameter, group): checked first, so a refused step changes no parameter
         for group in self.param_groups:
             for p in group["params"]:
                 if p.grad is not None:
-                    self._update(p, p.grad, self.state.setdefault(p, {}), group)
-                    updated.append(p)
-        _bump_version(*updated)  # a graph built before this step must not run backward with the new values
+                    if not p.data.flags.writeable:
+                        i = next(i for i, q in enumerate(self.params) if q is p)
+                        raise ValueError(f"{type(self).__name__}.step: parameter {i} (shape "
+                                         f"{p.shape}) holds a read-only array, which the update would write into; "
+                                         f"give it a writable one (p.data = p.data.copy())")
+                    todo.append((p, group))
+        state = self.state
+        for p, group in todo:
+            st = state.get(p)
+            if st is None:
+                st = state[p] = {}
+            self._update(p, p.grad, st, group)
+        _bump_version(*[p for p, _ in todo])  # a graph built before this step must not run backward with the new values
         return loss
 
     def _update(self, p, g, state, group):

@@ -353,21 +353,10 @@ class Tensor:
                 raise ValueError(f"backward: grad of shape {grad.shape} does not match the output's shape {self.shape}")
         run_backward(self, grad, retain_graph)
 
-    # ---- operators: each is a one-liner onto ops.py, where forward and backward live ----------
-    def __add__(self, other): return ops.add(self, other)
-    def __radd__(self, other): return ops.add(self, other)
-    def __sub__(self, other): return ops.sub(self, other)
-    def __rsub__(self, other): return ops.rsub(self, other)
-    def __mul__(self, other): return ops.mul(self, other)
-    def __rmul__(self, other): return ops.mul(self, other)
-    def __truediv__(self, other): return ops.div(self, other)
-    def __rtruediv__(self, other): return ops.rdiv(self, other)
-    def __pow__(self, other): return ops.pow(self, other)
-    def __rpow__(self, other): return ops.rpow(self, other)
-    def __matmul__(self, other): return ops.matmul(self, other)
+    # ---- operators: + - * / ** @ unary - and [] are ops.py's functions themselves, where forward and
+    # backward live (bound at the end of ops.py, which needs this class first; a bound function saves a
+    # call frame on every op). Only the reflected matmul needs its operands swapped.
     def __rmatmul__(self, other): return ops.matmul(other, self)
-    def __neg__(self): return ops.neg(self)
-    def __getitem__(self, index): return ops.getitem(self, index)
 
     # ---- in-place operators: they change .data itself (under no_grad, e.g. a manual SGD step) --------
     # There is no in-place autograd. While grad mode is on: a leaf that requires grad refuses (as in torch);
@@ -673,6 +662,7 @@ class Tensor:
 
 
 _tracer = None  # the running minigrad.trace(), if any (set by trace.py)
+_new = object.__new__  # Tensor.__new__, without the attribute lookup
 
 
 def _make(data, parents, backward, op):
@@ -682,14 +672,15 @@ def _make(data, parents, backward, op):
     """
     if _tracer is not None:  # minigrad.trace() is recording: it times this node's forward and backward
         backward = _tracer.node(data, parents, backward, op)
-    out = Tensor.__new__(Tensor)
+    out = _new(Tensor)
     out.data = data if type(data) is np.ndarray else np.asarray(data)
     out.grad = None
     if _n_disabled == 0 or _grad_mode.enabled:  # no thread has grad off, or this one has it on
         for p in parents:
             if p.requires_grad:
-                out.requires_grad, out._parents, out._backward, out._op = True, parents, backward, op
-                out._clock = _clock  # the time it was recorded (see _check_versions)
+                # _clock: the time it was recorded (see _check_versions)
+                out.requires_grad, out._parents, out._backward, out._op, out._clock = (
+                    True, parents, backward, op, _clock)
                 return out
     out.requires_grad, out._parents, out._backward, out._op = False, (), None, None
     return out
@@ -725,6 +716,8 @@ def _unbroadcast(g, shape, op):
         raise AssertionError(f"{op} backward: gradient of shape {g.shape} has fewer dims than its input {shape}")
     if extra:
         g = colsum(g, extra)  # a BLAS product with ones: NumPy's sum over leading axes is slower
+        if g.shape == shape:  # only leading axes were broadcast (a bias, say): done
+            return g
     axes = tuple(i for i, n in enumerate(shape) if n == 1 and g.shape[i] != 1)
     if axes:
         g = g.sum(axis=axes, keepdims=True)
@@ -816,12 +809,11 @@ def run_backward(root, grad, retain_graph=False):
         for p, pg in zip(parents, pgrads):
             if not p.requires_grad:
                 continue
-            leaf = p._backward is None
             if pg is None:  # nothing to add; an interior node still counts this edge as done
-                if leaf:
+                if p._backward is None:
                     continue
             elif type(pg) is Scatter:
-                if leaf:
+                if p._backward is None:
                     _into_leaf(p, pg, fresh=False)
                     continue
                 prev = grads.get(p)
@@ -845,9 +837,12 @@ def run_backward(root, grad, retain_graph=False):
                         pg is g or pg.base is (g if g.base is None else g.base))
                 if pg.dtype is not pd.dtype and pg.dtype != pd.dtype:
                     pg, fresh = pg.astype(pd.dtype), True
-                if leaf:  # safe to adopt: a fresh array is referenced by no one but this walk
-                    if fresh and p.grad is None and type(pg) is np.ndarray:
-                        p.grad = pg  # _into_leaf's first case, inlined: a fresh array is adopted
+                if p._backward is None:  # a leaf: _into_leaf's array cases, inlined (a fresh array is adopted)
+                    lg = p.grad
+                    if lg is None:
+                        p.grad = pg if fresh and type(pg) is np.ndarray else np.array(pg)
+                    elif type(lg) is np.ndarray:
+                        lg += pg  # the engine made (or adopted) lg, so it may add in place
                     else:
                         _into_leaf(p, pg, fresh)
                     continue

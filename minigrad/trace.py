@@ -82,6 +82,11 @@ class Trace:
                     wrappers[id(fn)] = self._wrap(fn)
                 self._saved.append((mod, name, fn))
                 setattr(mod, name, wrappers[id(fn)])
+        # Tensor's operators are ops' functions themselves (bound at the end of ops.py): wrap them there too
+        for name, fn in list(vars(_t.Tensor).items()):
+            if id(fn) in wrappers:
+                self._saved.append((_t.Tensor, name, fn))
+                setattr(_t.Tensor, name, wrappers[id(fn)])
         from .nn import Module  # a module's call times the nodes it makes itself (a fused kernel, say)
         self._saved.append((Module, "__call__", Module.__call__))
         Module.__call__ = self._wrap(Module.__call__)
