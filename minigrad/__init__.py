@@ -1,6 +1,7 @@
 """minigrad: a small NumPy reverse-mode autodiff engine (read tensor.py, then ops.py)."""
 import numpy as _np
 
+from . import memory  # noqa: F401  (first: glibc keeps freed memory for reuse; see memory.py)
 from . import functional, fused, nn, ops, optim, shape  # noqa: F401
 from .function import Context, Function, make_node  # noqa: F401
 from .gradcheck import GradcheckError, gradcheck  # noqa: F401
