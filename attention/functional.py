@@ -14,7 +14,7 @@ from contextlib import nullcontext
 import numpy as np
 
 from minigrad import Tensor, make_node
-from minigrad.blas import rowdot, rowsum
+from minigrad.blas import rowdot, rowmax, rowsum
 from minigrad.tensor import in_place_backward
 from minigrad.ops import as_tensor
 from minigrad.random import get_rng
@@ -86,7 +86,7 @@ def _forward_kernel(q, k, v, allowed, bias, scale, dropout_p, rng, dirty):
         m = np.zeros(s.shape[:-1] + (1,), s.dtype)
     elif allowed is not None:
         s = np.where(allowed, s, np.array(-np.inf, s.dtype))  # select out: NaN/inf there cannot leak
-        m = s.max(axis=-1, keepdims=True)
+        m = rowmax(s)
         bad = ~np.isfinite(m)
         if bad.any():
             dirty = dirty or not (m[bad] == -np.inf).all()  # a NaN or +inf max: see the note above
@@ -94,7 +94,7 @@ def _forward_kernel(q, k, v, allowed, bias, scale, dropout_p, rng, dirty):
                 bad &= ~np.broadcast_to(allowed, s.shape).any(axis=-1, keepdims=True)
             m[bad] = 0                               # a fully masked row: exp(-inf - 0) = 0 everywhere
     else:
-        m = s.max(axis=-1, keepdims=True)
+        m = rowmax(s)
     s -= m
     p = np.exp(s, out=s)                             # (..., L, S), reusing the scores' buffer
     denom = rowsum(p)                                # a BLAS product with ones (see minigrad/blas.py)
@@ -287,11 +287,11 @@ def masked_softmax(scores, allowed=None, axis=-1):
     allowed = as_bool_mask(allowed, "masked_softmax: allowed")
     check_broadcast(allowed, x.shape, "mask", "the scores")
     s = np.where(allowed, x, np.array(-np.inf, x.dtype))
-    m = s.max(axis=axis, keepdims=True)
+    last = axis in (-1, x.ndim - 1)
+    m = rowmax(s) if last else s.max(axis=axis, keepdims=True)
     m[~np.isfinite(m)] = 0
     s -= m
     p = np.exp(s, out=s)
-    last = axis in (-1, x.ndim - 1)
     denom = rowsum(p) if last else p.sum(axis=axis, keepdims=True)
     denom[denom == 0] = 1
     p /= denom

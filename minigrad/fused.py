@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from .blas import arange, colsum, rowdot, rowsum
+from .blas import arange, colsum, rowdot, rowmax, rowsum
 from .ops import _all_finite, _axis, _floating, _lse, _make, _norm_axes, _sigmoid, as_tensor
 from .tensor import Tensor, in_place_backward
 
@@ -31,7 +31,8 @@ def softmax(a, axis=None, dim=None):
     x = _floating(a.data)
     axis = _one_axis("softmax", axis, dim, x)
     last = axis is not None and axis == x.ndim - 1
-    out = np.subtract(x, x.max(axis=axis, keepdims=True), out=np.empty_like(x))  # an array even for 0-d
+    m = rowmax(x) if last else x.max(axis=axis, keepdims=True)
+    out = np.subtract(x, m, out=np.empty_like(x))  # an array even for 0-d
     np.exp(out, out=out)
     out /= rowsum(out) if last else out.sum(axis=axis, keepdims=True)  # in place: one (..., N) buffer
 
@@ -227,7 +228,7 @@ def cross_entropy(logits, target, ignore_index=-100, label_smoothing=0.0, reduct
     if not fast and tv.size and (tv.min() < 0 or tv.max() >= C):
         bad = tv[(tv < 0) | (tv >= C)][0]
         raise IndexError(f"cross_entropy: target {bad} is out of range for {C} classes")
-    shifted = xr - xr.max(axis=1, keepdims=True)
+    shifted = xr - rowmax(xr)
     e = np.exp(shifted)
     total = rowsum(e)                     # (M, 1) >= 1 (the max term is e^0), so its log is finite
     log_total = np.log(total[:, 0])       # log p[i, c] = shifted[i, c] - log_total[i]

@@ -13,7 +13,7 @@ from numbers import Number
 import numpy as np
 
 from . import tensor as _t
-from .blas import rowsum
+from .blas import rowmax, rowsum
 from .tensor import Tensor, _make  # noqa: F401  (_make lives beside the engine state it reads)
 
 # ---- plumbing --------------------------------------------------------------------------------
@@ -636,11 +636,11 @@ def _lse(x, axes):
         if not ax or any(x.shape[i] == 0 for i in ax):
             raise ValueError(f"logsumexp: cannot reduce over an empty axis (shape {x.shape}, axis {axes})")
         return np.zeros([1 if i in ax else n for i, n in enumerate(x.shape)], x.dtype)  # empty
-    m = x.max(axis=axes, keepdims=True)
+    last = axes == x.ndim - 1 or axes == -1 or axes == (x.ndim - 1,)
+    m = rowmax(x) if last else x.max(axis=axes, keepdims=True)
     if not np.isfinite(m).all():
         m = np.where(np.isfinite(m), m, 0)
     e = np.exp(x - m)
-    last = axes == x.ndim - 1 or axes == -1 or axes == (x.ndim - 1,)
     with np.errstate(divide="ignore"):
         return m + np.log(rowsum(e) if last else e.sum(axis=axes, keepdims=True))
 
@@ -693,7 +693,9 @@ def matmul(a, b):
         raise ValueError(f"matmul: {ad.shape} @ {bd.shape}: batch dimensions do not broadcast") from None
 
     def backward(g):  # d(A B) = (g B^T, A^T g), with vectors promoted to matrices and back
-        if ad.ndim > 1 and bd.ndim > 1:  # matrices (the usual case): no promotions
+        if ad.ndim == 2 and bd.ndim == 2:  # two matrices (x @ W, say): the shortest path
+            return (_mm(g, bd.T) if a.requires_grad else None, _mm(ad.T, g) if b.requires_grad else None)
+        if ad.ndim > 1 and bd.ndim > 1:  # stacks of matrices: no promotions
             ga = _mm(g, bd.swapaxes(-1, -2)) if a.requires_grad else None
             gb = None
             if b.requires_grad:

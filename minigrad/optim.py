@@ -6,6 +6,7 @@ resume bit-for-bit from a checkpoint (see minigrad.save), and a torch optimizer'
 """
 import math
 import warnings
+from collections import defaultdict
 
 import numpy as np
 
@@ -29,7 +30,8 @@ class Optimizer:
         if defaults.get("lr", 0) < 0:
             raise ValueError(f"{name}: lr must be >= 0, got {defaults['lr']}")
         self.defaults = defaults
-        self.state = {}         # Parameter -> dict of arrays and numbers (Tensors hash by identity)
+        # Parameter -> dict of arrays and numbers (Tensors hash by identity); as torch's, a defaultdict
+        self.state = defaultdict(dict)
         self.param_groups = []
         groups = list(params)
         if not groups:
@@ -96,24 +98,27 @@ class Optimizer:
     def step(self, closure=None):
         """One update of every parameter that has a gradient; closure() (re)computes the loss first if given."""
         loss = closure() if closure is not None else None
-        todo = []  # (parameter, group): checked first, so a refused step changes no parameter
+        todo, updated = [], []  # (group, its parameters with a gradient), checked first: a refused step changes nothing
         for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is not None:
-                    if not p.data.flags.writeable:
-                        i = next(i for i, q in enumerate(self.params) if q is p)
-                        raise ValueError(f"{type(self).__name__}.step: parameter {i} (shape "
-                                         f"{p.shape}) holds a read-only array, which the update would write into; "
-                                         f"give it a writable one (p.data = p.data.copy())")
-                    todo.append((p, group))
-        state = self.state
-        for p, group in todo:
-            st = state.get(p)
-            if st is None:
-                st = state[p] = {}
-            self._update(p, p.grad, st, group)
-        _bump_version(*[p for p, _ in todo])  # a graph built before this step must not run backward with the new values
+            params = [p for p in group["params"] if p.grad is not None]
+            for p in params:
+                if not p.data.flags.writeable:
+                    i = next(i for i, q in enumerate(self.params) if q is p)
+                    raise ValueError(f"{type(self).__name__}.step: parameter {i} (shape {p.shape}) holds a read-only "
+                                     f"array, which the update would write into; give it a writable one "
+                                     f"(p.data = p.data.copy())")
+            todo.append((group, params))
+            updated += params
+        for group, params in todo:
+            self._update_group(group, params)
+        _bump_version(*updated)  # a graph built before this step must not run backward with the new values
         return loss
+
+    def _update_group(self, group, params):
+        """Update the parameters of one group that have a gradient (one _update each; SGD has a shortcut)."""
+        state = self.state
+        for p in params:
+            self._update(p, p.grad, state[p], group)
 
     def _update(self, p, g, state, group):
         raise TypeError(f"{type(self).__name__} must define _update")
@@ -179,7 +184,7 @@ class Optimizer:
                 new[key] = v
             state[p] = new
         self.param_groups[:] = groups
-        self.state = state
+        self.state = defaultdict(dict, state)
         del params
 
 
@@ -210,6 +215,13 @@ class SGD(Optimizer):
             raise ValueError("SGD: Nesterov momentum needs momentum > 0 and dampening = 0")
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
                                       nesterov=nesterov))
+
+    def _update_group(self, group, params):
+        if group["momentum"] or group["weight_decay"]:
+            return super()._update_group(group, params)
+        lr = group["lr"]  # plain SGD: p -= lr * g, with no state to keep
+        for p in params:
+            p.data -= lr * p.grad
 
     def _update(self, p, g, state, group):
         momentum = group["momentum"]
