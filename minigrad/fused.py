@@ -255,7 +255,10 @@ def cross_entropy(logits, target, ignore_index=-100, label_smoothing=0.0, reduct
         d[rows, tv] -= 1 - eps
         if eps:
             d -= eps / C
-        scale = g.reshape(-1, 1) if reduction == "none" else g / (count or 1) if reduction == "mean" else g
+        if reduction == "none":
+            scale = g.reshape(-1, 1)
+        else:  # a 0-d gradient as a Python number: one multiply by a weak scalar, no 0-d array arithmetic
+            scale = g.item() / (count or 1) if reduction == "mean" else g.item()
         d *= scale if all_valid else scale * valid[:, None]
         if x.ndim == 2:
             return (d,)
