@@ -153,12 +153,14 @@ def _grad_both(g):  # d(a+b) = (g, g); one function for every add node (no closu
 
 def add(a, b):
     """Elementwise a + b with broadcasting; backward: g to each input (unbroadcast by the engine)."""
-    if isinstance(b, Tensor) and isinstance(a, Tensor) and a.data.dtype is b.data.dtype:  # common: inlined
-        try:
-            return _make(a.data + b.data, (a, b), _grad_both, "add")
-        except ValueError:
-            _shapes_broadcast("add", a, b)
-            raise
+    if isinstance(b, Tensor) and isinstance(a, Tensor):
+        ad, bd = a.data, b.data
+        if ad.dtype is bd.dtype:  # the common case, inlined
+            try:
+                return _make(ad + bd, (a, b), _grad_both, "add")
+            except ValueError:
+                _shapes_broadcast("add", a, b)
+                raise
     s = _scalar(b)
     if s is not None:
         out = a.data + s
@@ -202,17 +204,18 @@ def neg(a):
 @_t.in_place_backward
 def mul(a, b):
     """Elementwise a * b with broadcasting; backward: (g * b, g * a)."""
-    if isinstance(b, Tensor) and isinstance(a, Tensor) and a.data.dtype is b.data.dtype:  # common: inlined
+    if isinstance(b, Tensor) and isinstance(a, Tensor):
         ad, bd = a.data, b.data
-        try:
-            out = ad * bd
-        except ValueError:
-            _shapes_broadcast("mul", a, b)
-            raise
+        if ad.dtype is bd.dtype:  # the common case, inlined
+            try:
+                out = ad * bd
+            except ValueError:
+                _shapes_broadcast("mul", a, b)
+                raise
 
-        def backward2(g):  # d(ab) = (g b, g a)
-            return (g * bd if a.requires_grad else None, g * ad if b.requires_grad else None)
-        return _make(out, (a, b), backward2, "mul")
+            def backward2(g):  # d(ab) = (g b, g a)
+                return (g * bd if a.requires_grad else None, g * ad if b.requires_grad else None)
+            return _make(out, (a, b), backward2, "mul")
     s = _scalar(b)
     if s is not None:
         out = a.data * s
