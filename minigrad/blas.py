@@ -5,7 +5,8 @@ with a ones vector costs 2-10 ns a row. Softmax, layer_norm, cross_entropy, bias
 broadcasting all sum short rows, so each goes through these. The results equal NumPy's up to rounding
 (a different order of additions); zeros add exactly, so a masked entry that is exactly 0 cannot change
 a row's sum. Small or non-contiguous arrays, integer dtypes and empty axes take NumPy's own sum.
-The constant vectors they use (ones, and the row indices `arange` for a fancy-indexed pick) are cached.
+The constants they use (ones vectors, the row indices `arange` for a fancy-indexed pick, 0-d constants) are
+cached.
 """
 import numpy as np
 
@@ -29,6 +30,26 @@ def ones(n, dtype):
 
 
 _arange_cache = {}
+_const_cache = {}
+
+
+def const(value, dtype):
+    """A read-only 0-d array of `value` in the float `dtype`, cached: as a ufunc operand a Python number costs
+    NumPy ~300 ns of conversion per call, a 0-d array of the operand's own dtype next to nothing. The result is
+    the same (NEP 50 casts the Python number to the array's dtype first). For constants that recur: 0, 1, lr."""
+    key = (value, dtype)
+    try:
+        v = _const_cache.get(key)
+    except TypeError:  # an unhashable value (an array): no cache
+        return np.asarray(value, dtype)
+    if v is None:
+        if len(_const_cache) > 256:
+            _const_cache.clear()
+        v = np.array(value, dtype)
+        v.flags.writeable = False
+        _const_cache[key] = v
+    return v
+
 
 
 def arange(n):

@@ -13,7 +13,7 @@ from numbers import Number
 import numpy as np
 
 from . import tensor as _t
-from .blas import rowmax, rowsum
+from .blas import const, rowmax, rowsum
 from .tensor import Tensor, _make  # noqa: F401  (_make lives beside the engine state it reads)
 
 # ---- plumbing --------------------------------------------------------------------------------
@@ -395,10 +395,11 @@ def relu(a):
     """Elementwise max(x, 0); backward: g where x > 0, else 0 (relu'(0) = 0)."""
     a = as_tensor(a)
     x = a.data
-    out = np.maximum(x, 0)
+    zero = const(0, x.dtype) if x.dtype.kind == "f" else 0  # a 0-d array: cheaper than the number 0 (blas.const)
+    out = np.maximum(x, zero)
 
     def backward(g, owned=False):  # relu'(0) = 0
-        return (np.multiply(g, x > 0, out=g) if owned else g * (x > 0),)
+        return (np.multiply(g, x > zero, out=g) if owned else g * (x > zero),)
     return _make(out, (a,), backward, "relu")
 
 

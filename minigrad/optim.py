@@ -10,6 +10,7 @@ from collections import defaultdict
 
 import numpy as np
 
+from .blas import const
 from .tensor import Tensor, _bump_version
 
 
@@ -221,7 +222,8 @@ class SGD(Optimizer):
             return super()._update_group(group, params)
         lr = group["lr"]  # plain SGD: p -= lr * g, with no state to keep
         for p in params:
-            p.data -= lr * p.grad
+            g = p.grad
+            p.data -= const(lr, g.dtype) * g  # lr as a 0-d array: cheaper than a Python number (blas.const)
 
     def _update(self, p, g, state, group):
         momentum = group["momentum"]
