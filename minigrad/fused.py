@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from .blas import arange, colsum, rowdot, rowmax, rowsum
+from .blas import arange, colsum, const, rowdot, rowmax, rowsum
 from .ops import _all_finite, _axis, _floating, _lse, _make, _norm_axes, _sigmoid, as_tensor
 from .tensor import Tensor, in_place_backward
 
@@ -252,13 +252,13 @@ def cross_entropy(logits, target, ignore_index=-100, label_smoothing=0.0, reduct
 
     def backward(g):  # d CE / d logits = softmax - (1 - eps) onehot - eps / C, per valid row
         d = e / total
-        d[rows, tv] -= 1 - eps
+        d[rows, tv] -= const(1 - eps, d.dtype)  # 0-d constants: cheaper operands than numbers (blas.const)
         if eps:
             d -= eps / C
         if reduction == "none":
             scale = g.reshape(-1, 1)
-        else:  # a 0-d gradient as a Python number: one multiply by a weak scalar, no 0-d array arithmetic
-            scale = g.item() / (count or 1) if reduction == "mean" else g.item()
+        else:  # the 0-d upstream gradient over the count, as one 0-d constant (the same each training step)
+            scale = const(g.item() / (count or 1) if reduction == "mean" else g.item(), d.dtype)
         d *= scale if all_valid else scale * valid[:, None]
         if x.ndim == 2:
             return (d,)
