@@ -82,6 +82,77 @@ def test_ones_vector_is_read_only():
         v[0] = 2
 
 
+SHORT = 2 * blas.MIN_ROWS + 8  # enough rows for rowmax's transposed path
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(SHORT, 6), (3, SHORT, 5), (SHORT, blas.MAX_SHORT_ROW),
+                                   (SHORT, blas.MAX_SHORT_ROW + 1), (2, 3), (SHORT, 1), (0, 4), (5,)])
+def test_rowmax_equals_numpy_bitwise(shape, dtype):
+    a = rand(*shape).astype(dtype)
+    if a.size > 8:
+        a.flat[3], a.flat[7] = np.nan, -np.inf  # NaN propagates, -inf is an ordinary value
+        a.flat[5] = -0.0
+    got = blas.rowmax(a)
+    assert got.shape == a.shape[:-1] + (1,) and got.dtype == dtype
+    np.testing.assert_array_equal(got, a.max(axis=-1, keepdims=True))
+    views = (a[..., ::-1], np.swapaxes(a, 0, -1) if a.ndim > 1 else a) if a.size else ()
+    for view in views:  # non-contiguous: NumPy's path
+        np.testing.assert_array_equal(blas.rowmax(view), view.max(axis=-1, keepdims=True))
+
+
+def test_rowmax_of_a_fully_masked_row_is_minus_inf():
+    a = rand(SHORT, 6)
+    a[4] = -np.inf
+    assert blas.rowmax(a)[4, 0] == -np.inf and np.isfinite(np.delete(blas.rowmax(a), 4)).all()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_const_gives_the_python_numbers_result_bitwise(dtype):
+    x = rand(7, 5).astype(dtype)
+    for v in (0, 1, 0.1, 1 / 3, -2.5e-7):
+        c = blas.const(v, x.dtype)
+        assert c.shape == () and c.dtype == dtype and not c.flags.writeable
+        assert blas.const(v, x.dtype) is c  # cached
+        for f in (np.multiply, np.add, np.subtract, np.maximum, np.greater):
+            np.testing.assert_array_equal(f(x, c), f(x, v))
+    assert blas.const(np.array([1.0, 2.0]), x.dtype).shape == (2,)  # an unhashable value: made, not cached
+
+
+def test_arange_is_cached_and_read_only():
+    r = blas.arange(6)
+    np.testing.assert_array_equal(r, np.arange(6))
+    assert blas.arange(6) is r and r.dtype == np.arange(6).dtype
+    with pytest.raises(ValueError):
+        r[0] = 1
+
+
+def test_relu_with_a_zero_constant_is_numpys_maximum():
+    x = rand(6, 5).astype(np.float32)
+    x[0, 0], x[1, 1], x[2, 2] = np.nan, -0.0, 0.0
+    t = mg.tensor(x, requires_grad=True)
+    y = mg.relu(t)
+    np.testing.assert_array_equal(y.data, np.maximum(x, 0))
+    assert y.dtype == np.float32 and np.isnan(y.data[0, 0])
+    y.backward(np.ones_like(x))
+    np.testing.assert_array_equal(t.grad, (x > 0).astype(np.float32))
+    i = mg.tensor(np.array([-2, 0, 3]))
+    assert mg.relu(i).dtype == np.int64 and mg.relu(i).tolist() == [0, 0, 3]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_plain_sgd_step_is_p_minus_lr_times_g_bitwise(dtype):
+    p = mg.tensor(rand(4, 3).astype(dtype), requires_grad=True)
+    g = rand(4, 3, seed=1).astype(dtype)
+    before = p.data.copy()
+    opt = mg.optim.SGD([p], lr=0.1)
+    p.grad = g.copy()
+    opt.step()
+    np.testing.assert_array_equal(p.data, before - 0.1 * g)
+    np.testing.assert_array_equal(p.grad, g)  # the gradient is read, never scaled in place
+    assert p.data.dtype == dtype
+
+
 # ---- the ops that use them, on the BLAS path: forward against NumPy, float64 gradchecks ------------
 
 def _softmax(x, axis=-1):
@@ -99,7 +170,10 @@ KERNELS = [  # (id, minigrad fn, NumPy reference, input shapes)
     ("softmax-last", lambda x: mg.softmax(x, -1), lambda x: _softmax(x), [(ROWS, 6)]),
     ("softmax-last-4d", lambda x: mg.softmax(x, -1), lambda x: _softmax(x), [(2, 2, ROWS // 2, 5)]),
     ("softmax-axis0", lambda x: mg.softmax(x, 0), lambda x: _softmax(x, 0), [(ROWS, 6)]),
+    ("softmax-short-rows", lambda x: mg.softmax(x, -1), lambda x: _softmax(x), [(2 * ROWS + 4, 6)]),  # rowmax
     ("log_softmax", lambda x: mg.log_softmax(x, -1), lambda x: np.log(_softmax(x)), [(ROWS, 6)]),
+    ("logsumexp-short-rows", lambda x: mg.logsumexp(x, -1), lambda x: np.log(np.exp(x).sum(-1)),
+     [(2 * ROWS + 4, 6)]),
     ("logsumexp", lambda x: mg.logsumexp(x, -1), lambda x: np.log(np.exp(x).sum(-1)), [(ROWS, 6)]),
     ("layer_norm", lambda x, w, b: mg.layer_norm(x, 6, w, b), lambda x, w, b: _layer_norm(x, w, b),
      [(ROWS, 6), (6,), (6,)]),
@@ -128,10 +202,11 @@ def test_kernel_forward_and_gradcheck(fn, ref, shapes):
     assert mg.gradcheck(lambda *a: fn(*a) * w, *ts)
 
 
-def test_cross_entropy_on_the_blas_path():
-    x, t = leaf(ROWS, 7), np.random.default_rng(1).integers(0, 7, ROWS)
+@pytest.mark.parametrize("n", [ROWS, 2 * ROWS + 4])  # the BLAS row sums; and rowmax's transposed path
+def test_cross_entropy_on_the_blas_path(n):
+    x, t = leaf(n, 7), np.random.default_rng(1).integers(0, 7, n)
     s = x.data - x.data.max(axis=1, keepdims=True)
-    want = -(s[np.arange(ROWS), t] - np.log(np.exp(s).sum(axis=1))).mean()
+    want = -(s[np.arange(n), t] - np.log(np.exp(s).sum(axis=1))).mean()
     np.testing.assert_allclose(mg.cross_entropy(x, t).data, want, rtol=1e-12)
     assert mg.gradcheck(lambda x: mg.cross_entropy(x, t), x)
     assert mg.gradcheck(lambda x: mg.cross_entropy(x, t, reduction="none", label_smoothing=0.1), x)
