@@ -10,58 +10,43 @@ cached.
 """
 import numpy as np
 
-_ones_cache = {}
-
 # below this many rows a BLAS call costs more than NumPy's reduction (measured: equal at ~8 rows)
 MIN_ROWS = 16
 
 
-def ones(n, dtype):
-    """A read-only ones vector (n,) of `dtype`, cached."""
-    key = (n, dtype)
-    v = _ones_cache.get(key)
-    if v is None:
-        if len(_ones_cache) > 256:
-            _ones_cache.clear()
-        v = np.ones(n, dtype)
-        v.flags.writeable = False
-        _ones_cache[key] = v
+def _keep(cache, key, v):
+    """Store the new constant v under key, read-only (the cache is emptied past 256 entries); returns v."""
+    if len(cache) > 256:
+        cache.clear()
+    v.flags.writeable = False
+    cache[key] = v
     return v
 
 
-_arange_cache = {}
-_const_cache = {}
+_ones_cache, _arange_cache, _const_cache = {}, {}, {}
+
+
+def ones(n, dtype):
+    """A read-only ones vector (n,) of `dtype`, cached."""
+    v = _ones_cache.get((n, dtype))
+    return v if v is not None else _keep(_ones_cache, (n, dtype), np.ones(n, dtype))
+
+
+def arange(n):
+    """np.arange(n) (int64), read-only and cached: the row indices of a fancy-indexed pick, made once."""
+    v = _arange_cache.get(n)
+    return v if v is not None else _keep(_arange_cache, n, np.arange(n))
 
 
 def const(value, dtype):
     """A read-only 0-d array of `value` in the float `dtype`, cached: as a ufunc operand a Python number costs
     NumPy ~300 ns of conversion per call, a 0-d array of the operand's own dtype next to nothing. The result is
     the same (NEP 50 casts the Python number to the array's dtype first). For constants that recur: 0, 1, lr."""
-    key = (value, dtype)
     try:
-        v = _const_cache.get(key)
+        v = _const_cache.get((value, dtype))
     except TypeError:  # an unhashable value (an array): no cache
         return np.asarray(value, dtype)
-    if v is None:
-        if len(_const_cache) > 256:
-            _const_cache.clear()
-        v = np.array(value, dtype)
-        v.flags.writeable = False
-        _const_cache[key] = v
-    return v
-
-
-
-def arange(n):
-    """np.arange(n) (int64), read-only and cached: the row indices of a fancy-indexed pick, made once."""
-    v = _arange_cache.get(n)
-    if v is None:
-        if len(_arange_cache) > 256:
-            _arange_cache.clear()
-        v = np.arange(n)
-        v.flags.writeable = False
-        _arange_cache[n] = v
-    return v
+    return v if v is not None else _keep(_const_cache, (value, dtype), np.array(value, dtype))
 
 
 def _blas_ok(x):
