@@ -268,16 +268,23 @@ class Adam(Optimizer):
                 state["max_exp_avg_sq"] = np.zeros_like(p.data)
         state["step"] += 1
         t, m, v = state["step"], state["exp_avg"], state["exp_avg_sq"]
-        m *= b1
-        m += (1 - b1) * g
-        v *= b2
-        v += (1 - b2) * g * g
+        dt = g.dtype  # the numbers as 0-d constants (blas.const: cheaper operands); in place where it may be
+        m *= const(b1, dt)
+        m += const(1 - b1, dt) * g
+        v *= const(b2, dt)
+        gg = const(1 - b2, dt) * g
+        gg *= g
+        v += gg                                   # (1 - b2) g g, in that order
         if group["amsgrad"]:
             vmax = state["max_exp_avg_sq"]
             np.maximum(vmax, v, out=vmax)
             v = vmax
-        denom = np.sqrt(v) / math.sqrt(1 - b2 ** t) + group["eps"]
-        p.data -= (lr / (1 - b1 ** t)) * m / denom
+        denom = np.sqrt(v)
+        denom /= const(math.sqrt(1 - b2 ** t), dt)
+        denom += const(group["eps"], dt)          # sqrt(v) / sqrt(1 - b2^t) + eps
+        step = const(lr / (1 - b1 ** t), dt) * m
+        step /= denom
+        p.data -= step                            # lr / (1 - b1^t) m / denom
 
 
 class AdamW(Adam):
