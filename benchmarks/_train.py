@@ -7,7 +7,7 @@ one Adam step, of every implementation with the reference's.
 """
 import numpy as np
 
-from benchmarks.common import Impl, as_numpy, minigrad_graph_dtypes, torch
+from benchmarks.common import RESULTS_JSONL, Impl, as_numpy, check_impls, minigrad_graph_dtypes, run_workload, torch
 
 LR = 1e-3
 
@@ -74,3 +74,18 @@ def torch_impl(model, loss_fn, state, dtype):
 def torch_names(state):
     """{name: shape} of a state dict, for building a torch module with the same names."""
     return {k: np.shape(v) for k, v in state.items()}
+
+
+def check(build, small, floor, names, impl=None):
+    """build(*small, float64): every implementation's loss, gradients and Adam step equal the reference's."""
+    impls, notes = build(*small, np.float64)
+    if floor not in impls:
+        return {n: notes.get(n, notes.get(floor, "skipped")) for n in names}
+    return check_impls(impls, notes, np.float64, rtol=1e-9, atol=1e-11, floor_name=floor, only=impl)
+
+
+def run(workload, build, shape, floor, threads, quick, budget_s, save, run_id):
+    """Time build(**shape) in float32, every ratio to the reference `floor` (PyTorch eager)."""
+    return run_workload(workload, lambda: build(**shape, dtype=np.float32), tol=(2e-3, 2e-4), threads=threads,
+                        budget_s=budget_s, quick=quick, floor_name=floor, run_id=run_id,
+                        out=RESULTS_JSONL if save else None, config={**shape, "dtype": "float32"})

@@ -16,7 +16,7 @@ if __package__ in (None, ""):  # run as a script: make the `benchmarks` package 
 import numpy as np
 
 from benchmarks import _train
-from benchmarks.common import RESULTS_JSONL, check_impls, main, make_impls, missing, run_workload, torch
+from benchmarks.common import main, make_impls, missing, torch
 
 WORKLOAD = "GRU seq2seq + additive attention, B=64 S=T=20, train step"
 SHAPE = dict(B=64, S=20, V=12, E=32, He=32, Hd=64)
@@ -165,16 +165,11 @@ def build(B, S, V, E, He, Hd, dtype, seed=0):
 
 def check(impl=None):
     """B=3 S=T=5, smaller widths, float64: every implementation's loss, gradients and Adam step equal torch's."""
-    impls, notes = build(3, 5, 7, 4, 3, 5, np.float64)
-    if FLOOR not in impls:
-        return {n: notes.get(n, notes.get(FLOOR, "skipped")) for n in IMPL_NAMES}
-    return check_impls(impls, notes, np.float64, rtol=1e-9, atol=1e-11, floor_name=FLOOR, only=impl)
+    return _train.check(build, (3, 5, 7, 4, 3, 5), FLOOR, IMPL_NAMES, impl)
 
 
 def run(threads=(1, 2), quick=False, budget_s=20.0, save=True, run_id=None):
-    return run_workload(WORKLOAD, lambda: build(**SHAPE, dtype=np.float32), tol=(2e-3, 2e-4), threads=threads,
-                        budget_s=budget_s, quick=quick, floor_name=FLOOR, run_id=run_id,
-                        out=RESULTS_JSONL if save else None, config={**SHAPE, "dtype": "float32"})
+    return _train.run(WORKLOAD, build, SHAPE, FLOOR, threads, quick, budget_s, save, run_id)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ import numpy as np
 
 from benchmarks import _train
 from benchmarks.bench_seq2seq import make_data
-from benchmarks.common import RESULTS_JSONL, check_impls, main, missing, run_workload, torch
+from benchmarks.common import main, missing, torch
 
 WORKLOAD = "pre-LN transformer 2+2 layers, d=32 H=4 ff=64, B=64 T=20, train step"
 SHAPE = dict(B=64, S=20, V=12, D=32, H=4, F=64, layers=2)
@@ -129,16 +129,11 @@ def _math_attention(impl):
 
 def check(impl=None):
     """B=3 T=5, d=8 H=2 ff=6, float64: minigrad's loss, gradients and Adam step equal torch's."""
-    impls, notes = build(3, 5, 7, 8, 2, 6, 2, np.float64)
-    if FLOOR not in impls:
-        return {n: notes.get(n, notes.get(FLOOR, "skipped")) for n in IMPL_NAMES}
-    return check_impls(impls, notes, np.float64, rtol=1e-9, atol=1e-11, floor_name=FLOOR, only=impl)
+    return _train.check(build, (3, 5, 7, 8, 2, 6, 2), FLOOR, IMPL_NAMES, impl)
 
 
 def run(threads=(1, 2), quick=False, budget_s=20.0, save=True, run_id=None):
-    return run_workload(WORKLOAD, lambda: build(**SHAPE, dtype=np.float32), tol=(2e-3, 2e-4), threads=threads,
-                        budget_s=budget_s, quick=quick, floor_name=FLOOR, run_id=run_id,
-                        out=RESULTS_JSONL if save else None, config={**SHAPE, "dtype": "float32"})
+    return _train.run(WORKLOAD, build, SHAPE, FLOOR, threads, quick, budget_s, save, run_id)
 
 
 if __name__ == "__main__":
