@@ -18,7 +18,7 @@ import numpy as np
 
 from minigrad import ops
 from minigrad.random import get_rng
-from minigrad.tensor import Tensor, get_default_dtype
+from minigrad import Tensor, get_default_dtype
 
 _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 

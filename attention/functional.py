@@ -14,8 +14,8 @@ from contextlib import nullcontext
 import numpy as np
 
 from minigrad import Tensor, make_node
-from minigrad.blas import rowdot, rowmax, rowsum
-from minigrad.tensor import in_place_backward
+from minigrad.fast.blas import rowdot, rowmax, rowsum
+from minigrad.autograd import in_place_backward
 from minigrad.ops import as_tensor
 from minigrad.random import get_rng
 

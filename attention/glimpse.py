@@ -23,7 +23,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from minigrad import nn, ops
-from minigrad.function import Function
+from minigrad import Function
 from minigrad.tensor import Tensor
 
 from .distributions import Categorical, Normal

@@ -53,7 +53,7 @@ import numpy as np
 
 from minigrad import functional as F
 from minigrad import nn, ops, optim
-from minigrad.tensor import Tensor, no_grad
+from minigrad import Tensor, no_grad
 
 from .hard import fifty_percent_trick, gumbel_softmax, policy_input  # noqa: F401  (the comparators)
 

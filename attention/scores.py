@@ -17,7 +17,7 @@ import numpy as np
 from minigrad import ops
 from minigrad.nn import Linear, Module, Parameter, parameter, uniform_
 from minigrad import make_node
-from minigrad.tensor import get_default_dtype
+from minigrad import get_default_dtype
 
 from .functional import masked_softmax
 from .masks import as_bool_mask, check_broadcast, key_padding_to_attn_mask

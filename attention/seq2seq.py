@@ -19,7 +19,7 @@ import numpy as np
 
 from minigrad import no_grad, ops
 from minigrad.nn import Embedding, GRUCell, Linear, Module
-from minigrad.rnn import gru_sequence
+from minigrad.ops.recurrent import gru_sequence
 from minigrad.tensor import Tensor
 
 from .local import LOCAL_MODES, LuongLocalAttention

@@ -15,7 +15,7 @@ import numpy as np
 
 from minigrad import ops
 from minigrad.nn import Dropout, LayerNorm, Linear, Module, ModuleList, normal_, parameter
-from minigrad.tensor import Tensor, get_default_dtype
+from minigrad import Tensor, get_default_dtype
 
 from .multihead import MultiHeadAttention
 

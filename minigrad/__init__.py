@@ -1,39 +1,31 @@
-"""minigrad: a small NumPy reverse-mode autodiff engine (read tensor.py, then ops.py)."""
-import numpy as _np
+"""minigrad: a small NumPy reverse-mode autodiff engine.
 
-from . import memory  # noqa: F401  (first: glibc keeps freed memory for reuse; see memory.py)
-from . import functional, fused, nn, ops, optim, shape  # noqa: F401
-from .function import Context, Function, make_node  # noqa: F401
-from .gradcheck import GradcheckError, gradcheck  # noqa: F401
-from .serialization import load, save  # noqa: F401
-from .ops import amax, amin  # noqa: F401
-from .ops import (abs, argmax, argmin, as_tensor, cat, concat, cross_entropy, einsum, exp, expand,  # noqa: F401
-                  gather, gelu, layer_norm, linear, log, log_softmax, logsumexp, masked_fill, matmul, max,
-                  mean, min, pad, relu, reshape, sigmoid, softmax, sqrt, squeeze, stack, sum, swapaxes, tanh,
-                  transpose, unsqueeze, var, where)
-from .shape import _shape_arg
-from .trace import Trace, trace  # noqa: F401
-from .viz import draw_graph, print_graph, reference_backward  # noqa: F401
-from .ops import (ceil, chunk, clamp, clip, cos, cumsum, expm1, flip, floor, log1p, masked_select,  # noqa: F401
-                  maximum, minimum, nonzero, norm, outer, pow, prod, repeat, roll, round, sign, sin, split, std,
-                  tile, tril, triu)
-from .creation import arange, eye, full, full_like, linspace, ones_like, zeros_like  # noqa: F401
+Read it in this order: autograd/backward.py (the walk), tensor.py (a node), ops/ (each op's forward and
+backward), nn/, optim/; then tools/ and fast/. docs/architecture.md draws the layers. This file only
+re-exports: `import minigrad as mg` gives the names below.
+"""
+from .fast import memory  # noqa: F401  (first: glibc keeps freed memory for reuse; see fast/memory.py)
+from . import nn, ops, optim, random  # noqa: F401
+from .autograd import enable_grad, is_grad_enabled, no_grad, reference_backward, set_grad_enabled  # noqa: F401
+from .creation import arange, eye, full, full_like, linspace, ones, ones_like, zeros, zeros_like  # noqa: F401
+from .dtypes import get_default_dtype, set_default_dtype  # noqa: F401
+from .nn import functional  # noqa: F401  (mg.functional is mg.nn.functional)
+from .ops import fused, shape  # noqa: F401  (mg.fused, mg.shape: the op families of those names)
+from .ops import (abs, amax, amin, argmax, argmin, as_tensor, cat, ceil, chunk, clamp, clip, concat,  # noqa: F401
+                  cos, cross_entropy, cumsum, einsum, exp, expand, expm1, flip, floor, gather, gelu, layer_norm,
+                  linear, log, log1p, log_softmax, logsumexp, masked_fill, masked_select, matmul, max, maximum,
+                  mean, min, minimum, nonzero, norm, outer, pad, pow, prod, relu, repeat, reshape, roll, round,
+                  sigmoid, sign, sin, softmax, split, sqrt, squeeze, stack, std, sum, swapaxes, tanh, tile,
+                  transpose, tril, triu, unsqueeze, var, where)
+from .ops import Context, Function  # noqa: F401
 from .random import manual_seed, multinomial, normal, rand, randint, randn  # noqa: F401
-from .tensor import (Tensor, get_default_dtype, is_grad_enabled, no_grad, set_default_dtype,  # noqa: F401
-                     tensor)
-from .tensor import enable_grad, from_numpy, set_grad_enabled  # noqa: F401
+from .tensor import Tensor, from_numpy, make_node, tensor  # noqa: F401
+from .tools import viz  # noqa: F401
+from .tools.gradcheck import GradcheckError, gradcheck  # noqa: F401
+from .tools.serialization import load, save  # noqa: F401
+from .tools.trace import Trace, trace  # noqa: F401
+from .tools.viz import draw_graph, print_graph  # noqa: F401
 
 permute = transpose
-
-
-def zeros(*size, requires_grad=False, dtype=None):
-    """A Tensor of zeros of `size` (a tuple or separate ints; default float dtype), as torch.zeros."""
-    return Tensor(_np.zeros(_shape_arg(size), dtype or get_default_dtype()), requires_grad)
-
-
-def ones(*size, requires_grad=False, dtype=None):
-    """A Tensor of ones of `size` (a tuple or separate ints; default float dtype), as torch.ones."""
-    return Tensor(_np.ones(_shape_arg(size), dtype or get_default_dtype()), requires_grad)
-
 
 __version__ = "0.1.0"

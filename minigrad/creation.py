@@ -1,4 +1,4 @@
-"""Tensor factories with PyTorch's names and dtype rules (full, *_like, eye, linspace, arange).
+"""Tensor factories with PyTorch's names and dtype rules (zeros, ones, full, *_like, eye, linspace, arange).
 
 Floats take the default dtype (float32 unless set_default_dtype says otherwise); whole numbers give int64 and
 bools give bool, as torch infers them; a `_like` factory keeps its model's dtype. None of these has a gradient
@@ -6,7 +6,9 @@ of its own; requires_grad=True makes a float result a leaf.
 """
 import numpy as np
 
-from .tensor import Tensor, get_default_dtype
+from .dtypes import get_default_dtype
+from .ops._args import _shape_arg
+from .tensor import Tensor
 
 
 def _size(size, name):
@@ -29,6 +31,16 @@ def _infer(value):
 
 def _data(x):
     return x.data if isinstance(x, Tensor) else np.asarray(x)
+
+
+def zeros(*size, requires_grad=False, dtype=None):
+    """A Tensor of zeros of `size` (a tuple or separate ints; default float dtype), as torch.zeros."""
+    return Tensor(np.zeros(_shape_arg(size), dtype or get_default_dtype()), requires_grad)
+
+
+def ones(*size, requires_grad=False, dtype=None):
+    """A Tensor of ones of `size` (a tuple or separate ints; default float dtype), as torch.ones."""
+    return Tensor(np.ones(_shape_arg(size), dtype or get_default_dtype()), requires_grad)
 
 
 def full(size, fill_value, dtype=None, requires_grad=False):

@@ -1,8 +1,9 @@
 """One random generator for the whole library (seeded by manual_seed), and sampling without gradient."""
 import numpy as np
 
-from .shape import _shape_arg
-from .tensor import Tensor, get_default_dtype
+from .dtypes import get_default_dtype
+from .ops._args import _shape_arg
+from .tensor import Tensor
 
 _rng = np.random.default_rng()
 

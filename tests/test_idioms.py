@@ -12,7 +12,7 @@ import math
 import numpy as np
 import minigrad as mg
 from minigrad import nn, optim
-import minigrad.functional as F
+import minigrad.nn.functional as F
 mg.manual_seed(0)
 """
 

@@ -1,11 +1,12 @@
-"""Losses (minigrad.losses, re-exported by nn and functional): values and gradients against torch in float64,
+"""Losses (modules in minigrad/nn/loss.py, functions in nn/functional.py): values and gradients against torch in float64,
 a gradcheck with a random upstream gradient for each, the modules' options and buffers, and bad input."""
 import numpy as np
 import pytest
 
 import minigrad as mg
 from minigrad import functional as F
-from minigrad import losses, nn
+from minigrad import nn
+from minigrad.nn import functional as losses_fn, loss as losses_mod
 
 RNG = np.random.default_rng(7)
 X = RNG.standard_normal((4, 5))
@@ -145,10 +146,10 @@ def test_loss_modules_match_torch_and_hold_buffers_as_torch(cls, kw, inputs):
 def test_loss_modules_are_reachable_from_nn_and_functions_from_functional():
     for name in ["CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "BCEWithLogitsLoss", "BCELoss", "HuberLoss",
                  "SmoothL1Loss", "KLDivLoss"]:
-        assert getattr(nn, name) is getattr(losses, name)
+        assert getattr(nn, name) is getattr(losses_mod, name)
     for name in ["cross_entropy", "nll_loss", "mse_loss", "l1_loss", "binary_cross_entropy_with_logits",
                  "binary_cross_entropy", "huber_loss", "smooth_l1_loss", "kl_div"]:
-        assert getattr(F, name) is getattr(losses, name)
+        assert getattr(F, name) is getattr(losses_fn, name)
 
 
 def test_bce_is_finite_at_saturated_probabilities():

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from minigrad import memory
+from minigrad.fast import memory
 
 ROOT = Path(__file__).resolve().parents[1]
 glibc = pytest.mark.skipif(memory._mallopt() is None, reason="needs Linux with glibc (mallopt)")

@@ -6,7 +6,7 @@ import pytest
 
 import minigrad as mg
 from minigrad import nn
-from minigrad.rnn import gru_sequence, lstm_sequence
+from minigrad.ops.recurrent import gru_sequence, lstm_sequence
 from helpers import t64_maker
 
 rng = np.random.default_rng(13)

@@ -16,7 +16,7 @@ import pytest
 
 import minigrad as mg
 from minigrad import nn, optim
-from minigrad.serialization import CheckpointError
+from minigrad.tools.serialization import CheckpointError
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import minigrad as mg
-from minigrad import blas
-from minigrad.tensor import _IN_PLACE
+from minigrad.fast import blas
+from minigrad.autograd.backward import _IN_PLACE
 
 ROWS = blas.MIN_ROWS + 4  # enough rows for the BLAS path
 
@@ -243,12 +243,12 @@ def test_sigmoid_in_two_buffers_is_stable():
 def every_size_in_place(monkeypatch):
     """The engine skips ownership for buffers under _IN_PLACE_MIN_SIZE entries; the tests' small arrays
     take the in-place paths too."""
-    monkeypatch.setattr(sys.modules["minigrad.tensor"], "_IN_PLACE_MIN_SIZE", 0)
+    monkeypatch.setattr(sys.modules["minigrad.autograd.backward"], "_IN_PLACE_MIN_SIZE", 0)
 
 
 def _spy_op():
     """An op y = 2 x whose in-place backward records the `owned` flag the engine passed."""
-    from minigrad.tensor import in_place_backward
+    from minigrad.autograd import in_place_backward
     seen = []
 
     @in_place_backward

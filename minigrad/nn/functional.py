@@ -1,16 +1,46 @@
-"""Losses, as functions and as modules, with torch.nn's names, arguments, defaults and reductions.
-
-Every function is a composite of ops (so its gradient comes from theirs), except binary_cross_entropy, whose
-clamped logarithm needs its own backward to stay finite at p = 0 or 1 (as torch's). The modules hold their
-options (and `weight` / `pos_weight` as buffers, as torch does) and call the function.
-One difference from torch, on purpose: a mean over targets that are all ignored is 0 with a zero gradient,
-not NaN (the same rule as ops.cross_entropy).
-"""
+"""Functions without state, as torch.nn.functional (a PyTorch user's `F`): activations, dropout, one_hot, and every
+loss function. Built from the ops; the fused ones (softmax, linear, layer_norm, cross_entropy) are ops/fused.py's."""
 import numpy as np
 
-from . import ops
-from .ops import _make, as_tensor
-from .tensor import Tensor
+from .. import ops
+from ..dtypes import get_default_dtype
+from ..ops import (gelu, layer_norm, linear, log_softmax, relu, sigmoid, softmax,  # noqa: F401
+                   softplus, tanh)
+from ..random import get_rng
+from ..ops import as_tensor
+from ..tensor import Tensor, make_node
+
+
+def leaky_relu(x, negative_slope=0.01):
+    """Elementwise x if x > 0 else negative_slope * x, as torch's leaky_relu (built from where)."""
+    x = ops.as_tensor(x)
+    return ops.where(x.data > 0, x, x * negative_slope)
+
+
+def dropout(x, p=0.5, training=True, rng=None):
+    """Zero each entry with probability p and scale the rest by 1/(1-p) (inverted dropout)."""
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout: p must be in [0, 1], got {p}")
+    x = ops.as_tensor(x)
+    if not training or p == 0.0:
+        return x
+    if p == 1.0:
+        return x * 0.0
+    keep = (rng or get_rng()).random(x.shape) >= p  # a constant mask: no gradient of its own
+    return x * Tensor((keep / (1 - p)).astype(x.dtype))
+
+
+def one_hot(index, num_classes):
+    """Integer indices (...) -> float tensor (..., num_classes) of 0/1, without gradient."""
+    idx = index.data if isinstance(index, Tensor) else np.asarray(index)
+    if idx.dtype.kind not in "iu":
+        raise TypeError(f"one_hot: indices must be integers, got dtype {idx.dtype}")
+    if idx.size and (idx.min() < 0 or idx.max() >= num_classes):
+        raise IndexError(f"one_hot: indices must be in [0, {num_classes}), got range [{idx.min()}, {idx.max()}]")
+    return Tensor(np.eye(num_classes, dtype=get_default_dtype())[idx])
+
+
+# ---- losses ----------------------------------------------------------------------------------------
 
 _REDUCTIONS = ("mean", "sum", "none")
 
@@ -187,7 +217,7 @@ def binary_cross_entropy(input, target, weight=None, reduction="mean"):
     def backward(g):  # d/dp = (p - t) / max(p (1 - p), eps), the clamped denominator torch uses; d/dt = log q - log p
         return (g * (p - t) / np.maximum(p * (1 - p), _BCE_EPS) if input.requires_grad else None,
                 g * (log_q - log_p) if target.requires_grad else None)
-    loss = _make(out.astype(p.dtype, copy=False), (input, target), backward, "binary_cross_entropy")
+    loss = make_node(out.astype(p.dtype, copy=False), (input, target), backward, "binary_cross_entropy")
     if weight is not None:
         loss = loss * as_tensor(weight)
     return _reduce(loss, reduction, "binary_cross_entropy")
@@ -249,141 +279,3 @@ def smooth_l1_loss(input, target, reduction="mean", beta=1.0):
         return _reduce(ad, reduction, "smooth_l1_loss")
     small = ad.data < beta
     return _reduce(ops.where(small, (0.5 / beta) * d * d, ad - 0.5 * beta), reduction, "smooth_l1_loss")
-
-
-# ---- the modules ---------------------------------------------------------------------------------
-
-from .nn import Module  # noqa: E402  (nn imports functional, which imports this file's functions)
-
-
-class _Loss(Module):
-    """A loss module: options at construction, forward(input, target) calls the function."""
-
-    fn = None
-    extra = ()  # reductions beyond mean/sum/none
-
-    def __init__(self, reduction="mean"):
-        super().__init__()
-        _check_reduction(reduction, type(self).__name__, self.extra)
-        self.reduction = reduction
-
-    def _buffer(self, name, value):
-        if value is None:
-            object.__setattr__(self, name, None)
-        else:  # a buffer, so it is in the state dict as in torch
-            self.register_buffer(name, value.data if isinstance(value, Tensor) else np.asarray(value))
-
-    def extra_repr(self):
-        """The reduction, when it is not the default 'mean', for the repr."""
-        return "" if self.reduction == "mean" else f"reduction={self.reduction!r}"
-
-
-class CrossEntropyLoss(_Loss):
-    """Softmax cross-entropy from logits; see cross_entropy."""
-
-    def __init__(self, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0):
-        super().__init__(reduction)
-        if not 0.0 <= label_smoothing <= 1.0:
-            raise ValueError(f"CrossEntropyLoss: label_smoothing must be in [0, 1], got {label_smoothing}")
-        self._buffer("weight", weight)
-        self.ignore_index, self.label_smoothing = ignore_index, label_smoothing
-
-    def forward(self, input, target):
-        """cross_entropy(logits, target) with this module's options; a scalar unless reduction='none'."""
-        return cross_entropy(input, target, self.weight, self.ignore_index, self.reduction, self.label_smoothing)
-
-
-class NLLLoss(_Loss):
-    """Negative log-likelihood from log-probabilities; see nll_loss."""
-
-    def __init__(self, weight=None, ignore_index=-100, reduction="mean"):
-        super().__init__(reduction)
-        self._buffer("weight", weight)
-        self.ignore_index = ignore_index
-
-    def forward(self, input, target):
-        """nll_loss(log-probabilities, class indices) with this module's options; a scalar unless 'none'."""
-        return nll_loss(input, target, self.weight, self.ignore_index, self.reduction)
-
-
-class BCEWithLogitsLoss(_Loss):
-    """Binary cross-entropy from logits (stable); see binary_cross_entropy_with_logits."""
-
-    def __init__(self, weight=None, reduction="mean", pos_weight=None):
-        super().__init__(reduction)
-        self._buffer("weight", weight)
-        self._buffer("pos_weight", pos_weight)
-
-    def forward(self, input, target):
-        """binary_cross_entropy_with_logits(logits, targets in [0, 1]) with these options; scalar unless 'none'."""
-        return binary_cross_entropy_with_logits(input, target, self.weight, self.reduction, self.pos_weight)
-
-
-class BCELoss(_Loss):
-    """Binary cross-entropy from probabilities; see binary_cross_entropy."""
-
-    def __init__(self, weight=None, reduction="mean"):
-        super().__init__(reduction)
-        self._buffer("weight", weight)
-
-    def forward(self, input, target):
-        """binary_cross_entropy(probabilities, targets in [0, 1]) with this module's options; scalar unless 'none'."""
-        return binary_cross_entropy(input, target, self.weight, self.reduction)
-
-
-class MSELoss(_Loss):
-    """Mean squared error; see mse_loss."""
-
-    def forward(self, input, target):
-        """mse_loss(input, target): squared errors, reduced (a scalar unless reduction='none')."""
-        return mse_loss(input, target, self.reduction)
-
-
-class L1Loss(_Loss):
-    """Mean absolute error; see l1_loss."""
-
-    def forward(self, input, target):
-        """l1_loss(input, target): absolute errors, reduced (a scalar unless reduction='none')."""
-        return l1_loss(input, target, self.reduction)
-
-
-class HuberLoss(_Loss):
-    """Huber loss with threshold delta; see huber_loss."""
-
-    def __init__(self, reduction="mean", delta=1.0):
-        super().__init__(reduction)
-        if not delta > 0:
-            raise ValueError(f"HuberLoss: delta must be positive, got {delta}")
-        self.delta = delta
-
-    def forward(self, input, target):
-        """huber_loss(input, target) with this delta, reduced (a scalar unless reduction='none')."""
-        return huber_loss(input, target, self.reduction, self.delta)
-
-
-class SmoothL1Loss(_Loss):
-    """Smooth L1 loss with threshold beta; see smooth_l1_loss."""
-
-    def __init__(self, reduction="mean", beta=1.0):
-        super().__init__(reduction)
-        if beta < 0:
-            raise ValueError(f"SmoothL1Loss: beta must be >= 0, got {beta}")
-        self.beta = beta
-
-    def forward(self, input, target):
-        """smooth_l1_loss(input, target) with this beta, reduced (a scalar unless reduction='none')."""
-        return smooth_l1_loss(input, target, self.reduction, self.beta)
-
-
-class KLDivLoss(_Loss):
-    """KL divergence from log-probabilities; see kl_div (reduction='batchmean' is the true KL)."""
-
-    extra = ("batchmean",)
-
-    def __init__(self, reduction="mean", log_target=False):
-        super().__init__(reduction)
-        self.log_target = log_target
-
-    def forward(self, input, target):
-        """kl_div(log-probabilities, target) with these options, reduced (a scalar unless 'none')."""
-        return kl_div(input, target, self.reduction, self.log_target)

@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from .optim import Optimizer, _number
+from .optimizer import Optimizer, _number
 
 
 class LRScheduler:

@@ -1,74 +1,12 @@
-"""See the graph behind a tensor, and the plain backward pass to read before the fast one.
-
-    reference_backward(t)    reverse-mode autodiff in ~20 plain lines (read this first; tensor.run_backward
-                             computes the same gradients, faster)
-    print_graph(t)           the graph as text, one node a line, inputs first
-    draw_graph(t, "g.png")   the graph as a picture, left to right (matplotlib only; PNG or SVG by the suffix)
+"""See the graph behind a tensor: print_graph(t) as text, draw_graph(t, "g.png") as a picture (matplotlib only).
 
 A node's label is its op, shape and dtype; small tensors also show their values and gradients (a leaf's
 .grad, or with grads=True every node's d(root)/d(node), computed by the reference walk without touching .grad).
 """
 import numpy as np
 
-from .tensor import Scatter, Tensor, _freed, _unbroadcast
-
-
-# ---- the reference walk ----------------------------------------------------------------------
-
-def _topo(root):
-    """Every node that feeds `root` (root included), each after all of its inputs; no recursion."""
-    order, visited, stack = [], set(), [(root, False)]
-    while stack:
-        node, inputs_done = stack.pop()
-        if inputs_done:
-            order.append(node)  # all of its inputs are in `order` already
-            continue
-        if node in visited:
-            continue
-        visited.add(node)
-        stack.append((node, True))  # comes back once every input above it is done
-        stack.extend((p, False) for p in node._parents if p not in visited)
-    return order
-
-
-def _check_alive(root, what):
-    if root._backward is _freed:
-        raise RuntimeError(f"{what}: this tensor's graph was freed by backward(); call "
-                           f"backward(retain_graph=True) to keep it, or {what} before backward()")
-
-
-def node_grads(root, grad=None):
-    """{node: d(root)/d(node) * grad} for every node of the graph that needs a gradient; changes nothing."""
-    _check_alive(root, "node_grads")
-    if grad is None:
-        if root.data.size != 1:
-            raise RuntimeError(f"node_grads: grad can be implicit only for a scalar, got shape {root.shape}")
-        grad = np.ones_like(root.data)
-    grads = {root: np.asarray(grad, root.data.dtype)}
-    for node in reversed(_topo(root)):          # children before parents
-        g = grads.get(node)
-        if g is None or node._backward is None:  # a leaf, or a node no gradient reaches
-            continue
-        for p, pg in zip(node._parents, node._backward(g)):
-            if pg is None or not p.requires_grad:
-                continue
-            if type(pg) is Scatter:             # indexing hands back "g at these places"
-                pg = pg.dense(p.shape, p.dtype)
-            pg = _unbroadcast(np.asarray(pg), p.shape, node._op).astype(p.dtype, copy=False)
-            grads[p] = grads[p] + pg if p in grads else pg
-    return grads
-
-
-def reference_backward(tensor, grad=None):
-    """The plain reverse-mode walk: add d(tensor)/d(leaf) * grad into every leaf's .grad.
-
-    Sort the graph so each node comes after its inputs; walk it backwards; each node's gradient is the sum
-    of what its children sent; its backward closure turns that into one gradient per input. It keeps the
-    graph (no freeing) and does no speed work: `Tensor.backward` (tensor.run_backward) gives the same result.
-    """
-    for node, g in node_grads(tensor, grad).items():
-        if node._backward is None and node.requires_grad:  # leaves are where gradients are kept
-            node.grad = g.copy() if node.grad is None else node.grad + g
+from ..autograd.backward import _check_alive, _topo, node_grads
+from ..tensor import Tensor
 
 
 # ---- the graph as text and as a picture ------------------------------------------------------

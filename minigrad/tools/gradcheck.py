@@ -9,7 +9,8 @@ import warnings
 
 import numpy as np
 
-from .tensor import Tensor, no_grad
+from ..autograd.grad_mode import no_grad
+from ..tensor import Tensor
 
 
 class GradcheckError(AssertionError):

@@ -7,7 +7,7 @@
     # backward time, and the norm of the gradient that reached the op's output in backward
     tr.rows          # the same rows as dicts;  tr.by_op() sums them per op
 
-How: while a trace is active, every node the engine makes (tensor._make) is recorded, and its backward
+How: while a trace is active, every node the engine makes (tensor.make_node) is recorded, and its backward
 closure is wrapped in a timer. An op's forward time runs from the moment its public function was called
 (the public functions of minigrad's op modules and of the attention package, and Module.__call__, are
 wrapped for the duration) to the moment its node was made; inside a composite or a module, a node is timed
@@ -18,9 +18,10 @@ import time
 
 import numpy as np
 
-from . import tensor as _t
+from ..tensor import Tensor, _set_tracer
+from ..nn.module import Module
 
-_active = None  # the running Trace (tensor._tracer points to it while it runs)
+_active = None  # the running Trace (tensor.make_node hands it every node while it runs)
 
 
 class Trace:
@@ -32,7 +33,7 @@ class Trace:
 
     # ---- called by the engine --------------------------------------------------------------
     def node(self, data, parents, backward, op):
-        """Record a node made by tensor._make; returns the backward closure, wrapped in a timer."""
+        """Record a node made by tensor.make_node; returns the backward closure, wrapped in a timer."""
         now = time.perf_counter()
         forward_ms = None  # unknown for a node made outside any public op call
         if self._starts:
@@ -61,8 +62,7 @@ class Trace:
         call.__wrapped__ = fn
         return call
 
-    _SOURCES = ("minigrad.ops", "minigrad.shape", "minigrad.fused", "minigrad.more_ops", "minigrad.functional",
-                "minigrad.losses", "minigrad.rnn", "attention.")
+    _SOURCES = ("minigrad.ops", "minigrad.nn.functional", "attention.")  # the packages whose functions make nodes
 
     def __enter__(self):
         global _active
@@ -82,20 +82,22 @@ class Trace:
                     wrappers[id(fn)] = self._wrap(fn)
                 self._saved.append((mod, name, fn))
                 setattr(mod, name, wrappers[id(fn)])
-        # Tensor's operators are ops' functions themselves (bound at the end of ops.py): wrap them there too
-        for name, fn in list(vars(_t.Tensor).items()):
+        # Tensor's operators and methods are ops' functions themselves (bound by ops/__init__.py): wrap them there too
+        for name, fn in list(vars(Tensor).items()):
             if id(fn) in wrappers:
-                self._saved.append((_t.Tensor, name, fn))
-                setattr(_t.Tensor, name, wrappers[id(fn)])
-        from .nn import Module  # a module's call times the nodes it makes itself (a fused kernel, say)
+                self._saved.append((Tensor, name, fn))
+                setattr(Tensor, name, wrappers[id(fn)])
+        # a module's call times the nodes it makes itself (a fused kernel, say)
         self._saved.append((Module, "__call__", Module.__call__))
         Module.__call__ = self._wrap(Module.__call__)
-        _active = _t._tracer = self
+        _active = self
+        _set_tracer(self)
         return self
 
     def __exit__(self, *exc):
         global _active
-        _active = _t._tracer = None
+        _active = None
+        _set_tracer(None)
         for owner, name, fn in reversed(self._saved):
             setattr(owner, name, fn)
         self._saved.clear()

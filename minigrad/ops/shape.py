@@ -6,11 +6,9 @@ an inverse permutation, a scatter-add, a crop). Plumbing (_make, as_tensor) is i
 
 import numpy as np
 
-from .ops import _axis, _check_axis, _make, _norm_axes, as_tensor
-from .tensor import Scatter, Tensor
-
-def _shape_arg(shape):
-    return tuple(shape[0]) if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else tuple(shape)
+from ..autograd.backward import Scatter
+from ..tensor import Tensor, make_node
+from ._args import _axis, _check_axis, _norm_axes, _shape_arg, as_tensor
 
 
 def reshape(a, *shape):
@@ -22,7 +20,7 @@ def reshape(a, *shape):
         out = a.data.reshape(shape)
     except ValueError:
         raise ValueError(f"reshape: cannot reshape {in_shape} ({a.size} elements) into {shape}") from None
-    return _make(out, (a,), lambda g: (g.reshape(in_shape),), "reshape")
+    return make_node(out, (a,), lambda g: (g.reshape(in_shape),), "reshape")
 
 
 def flatten(a, start_dim=0, end_dim=-1):
@@ -46,7 +44,7 @@ def transpose(a, *axes):
     if sorted(perm) != list(range(nd)):
         raise ValueError(f"transpose: axes {axes} are not a permutation of the {nd} dims of {a.shape}")
     inv = tuple(np.argsort(perm))
-    return _make(a.data.transpose(perm), (a,), lambda g: (g.transpose(inv),), "transpose")
+    return make_node(a.data.transpose(perm), (a,), lambda g: (g.transpose(inv),), "transpose")
 
 
 def swapaxes(a, axis1, axis2):
@@ -54,7 +52,7 @@ def swapaxes(a, axis1, axis2):
     a = as_tensor(a)
     for ax in (axis1, axis2):
         _check_axis("swapaxes", ax, a.ndim, a.shape)
-    return _make(np.swapaxes(a.data, axis1, axis2), (a,), lambda g: (np.swapaxes(g, axis1, axis2),), "swapaxes")
+    return make_node(np.swapaxes(a.data, axis1, axis2), (a,), lambda g: (np.swapaxes(g, axis1, axis2),), "swapaxes")
 
 
 def expand(a, *shape):
@@ -69,7 +67,7 @@ def expand(a, *shape):
         out = np.broadcast_to(a.data, shape)
     except ValueError:
         raise ValueError(f"expand: cannot broadcast {a.shape} to {shape}") from None
-    return _make(out, (a,), lambda g: (g,), "expand")
+    return make_node(out, (a,), lambda g: (g,), "expand")
 
 
 def squeeze(a, axis=None, dim=None):
@@ -118,7 +116,7 @@ def getitem(a, index):
 
     # g goes back to the indexed places (added up where an integer index repeats); the engine does the
     # scatter, into the input's accumulated gradient when it has one
-    return _make(out, (a,), lambda g: (Scatter(index, g, advanced),), "getitem")
+    return make_node(out, (a,), lambda g: (Scatter(index, g, advanced),), "getitem")
 
 
 def gather(a, axis, index):
@@ -146,7 +144,7 @@ def gather(a, axis, index):
     grids = list(np.indices(idx.shape, sparse=True))
     grids[axis] = idx
     where = tuple(np.broadcast_arrays(*grids))  # the input element each output element came from
-    return _make(a.data[where], (a,), lambda g: (Scatter(where, g, True),), "gather")  # repeated indices add up
+    return make_node(a.data[where], (a,), lambda g: (Scatter(where, g, True),), "gather")  # repeated indices add up
 
 
 def concat(tensors, axis=0, dim=None):
@@ -163,7 +161,7 @@ def concat(tensors, axis=0, dim=None):
     except ValueError:
         raise ValueError(f"concat: shapes {[t.shape for t in ts]} differ off axis {axis}") from None
     splits = np.cumsum([t.shape[axis] for t in ts])[:-1]
-    return _make(out, tuple(ts), lambda g: np.split(g, splits, axis=axis), "concat")  # g cut into pieces
+    return make_node(out, tuple(ts), lambda g: np.split(g, splits, axis=axis), "concat")  # g cut into pieces
 
 
 cat = concat
@@ -180,7 +178,7 @@ def stack(tensors, axis=0, dim=None):
     axis = _check_axis("stack", axis, ts[0].ndim + 1, ts[0].shape)  # a new axis: one more place than dims
     out = np.stack([t.data for t in ts], axis=axis)
     n = len(ts)
-    return _make(out, tuple(ts), lambda g: [np.take(g, i, axis=axis) for i in range(n)], "stack")
+    return make_node(out, tuple(ts), lambda g: [np.take(g, i, axis=axis) for i in range(n)], "stack")
 
 
 def pad(a, pad_width, value=0.0):
@@ -199,7 +197,7 @@ def pad(a, pad_width, value=0.0):
         raise ValueError(f"pad: widths must be non-negative, got {pad_width}")
     out = np.pad(a.data, pw, constant_values=value)
     crop = tuple(slice(b, b + n) for (b, _), n in zip(pw, a.shape))
-    return _make(out, (a,), lambda g: (g[crop],), "pad")  # the gradient of the border is dropped
+    return make_node(out, (a,), lambda g: (g[crop],), "pad")  # the gradient of the border is dropped
 
 
 # ---- PyTorch's splitting, tiling and reordering ops -------------------------------------------------
@@ -258,7 +256,7 @@ def tile(a, *dims):
     def backward(g):  # view g as (r0, n0, r1, n1, ...) and sum over the repeat axes
         g = g.reshape([k for r, n in zip(reps, shape) for k in (r, n)])
         return (g.sum(axis=tuple(range(0, 2 * nd, 2))).reshape(in_shape),)
-    return _make(out, (a,), backward, "tile")
+    return make_node(out, (a,), backward, "tile")
 
 
 def repeat(a, *sizes):
@@ -275,7 +273,7 @@ def flip(a, dims):
     a = as_tensor(a)
     dims = (dims,) if isinstance(dims, (int, np.integer)) else tuple(dims)
     axes = _norm_axes(dims, a.shape, "flip")
-    return _make(np.flip(a.data, axes), (a,), lambda g: (np.flip(g, axes),), "flip")  # flip g back
+    return make_node(np.flip(a.data, axes), (a,), lambda g: (np.flip(g, axes),), "flip")  # flip g back
 
 
 def roll(a, shifts, dims=None):
@@ -286,7 +284,7 @@ def roll(a, shifts, dims=None):
             raise ValueError(f"roll: without dims, shifts must be one int, got {shifts!r}")
         shape = a.shape
         out = np.roll(a.data.reshape(-1), shifts).reshape(shape)
-        return _make(out, (a,), lambda g: (np.roll(g.reshape(-1), -shifts).reshape(shape),), "roll")
+        return make_node(out, (a,), lambda g: (np.roll(g.reshape(-1), -shifts).reshape(shape),), "roll")
     one = isinstance(shifts, (int, np.integer))
     shifts = (shifts,) if one else tuple(shifts)
     dims = (dims,) if isinstance(dims, (int, np.integer)) else tuple(dims)
@@ -294,7 +292,7 @@ def roll(a, shifts, dims=None):
         raise ValueError(f"roll: {len(shifts)} shifts for {len(dims)} dims; give one shift per dim")
     dims = tuple(_check_axis("roll", d, a.ndim, a.shape) for d in dims)
     back = tuple(-s for s in shifts)
-    return _make(np.roll(a.data, shifts, dims), (a,), lambda g: (np.roll(g, back, dims),), "roll")  # roll g back
+    return make_node(np.roll(a.data, shifts, dims), (a,), lambda g: (np.roll(g, back, dims),), "roll")  # roll g back
 
 
 def masked_select(a, mask):

@@ -1,16 +1,15 @@
-"""Modules: parameters with dotted names, state dicts, train/eval, and the usual layers.
+"""Module: parameters and submodules found by dotted name, state dicts, train/eval; and the containers.
 
-Names, shapes, gate orders and default initialisations follow torch.nn, so weights move between the two.
+Names and behaviour follow torch.nn.Module (torch/nn/modules/module.py and container.py), so weights move
+between the two.
 """
-import math
 from collections import OrderedDict
 
 import numpy as np
 
-from . import functional as F
-from . import ops
-from .random import get_rng
-from .tensor import Tensor, get_default_dtype
+from ..dtypes import get_default_dtype
+from ..ops import data_of
+from ..tensor import Tensor
 
 
 class Parameter(Tensor):
@@ -27,9 +26,9 @@ class Parameter(Tensor):
         return "Parameter containing:\n" + super().__repr__()
 
 
-def _array(x):
-    """A buffer's array, whether it is stored as an ndarray or a Tensor."""
-    return x.data if isinstance(x, Tensor) else x
+def parameter(*shape):
+    """A Parameter of zeros in the default float dtype, for an init helper to fill."""
+    return Parameter(np.zeros(shape, get_default_dtype()))
 
 
 class Module:
@@ -166,7 +165,7 @@ class Module:
                 p.grad = p.grad.astype(dt)
         for _, m, attr in self._named_buffers():
             old = getattr(m, attr)
-            arr = _array(old)
+            arr = data_of(old)
             if isinstance(arr, np.ndarray) and arr.dtype.kind == "f":
                 object.__setattr__(m, attr, Tensor(arr.astype(dt)) if isinstance(old, Tensor) else arr.astype(dt))
         return self
@@ -190,7 +189,7 @@ class Module:
         name it is reachable by, as in torch."""
         d = OrderedDict((n, p.data.copy()) for n, p in self.named_parameters(remove_duplicate=False))
         for n, m, attr in self._named_buffers():
-            d[n] = np.array(_array(getattr(m, attr)))
+            d[n] = np.array(data_of(getattr(m, attr)))
         return d
 
     def load_state_dict(self, state, strict=True):
@@ -211,8 +210,8 @@ class Module:
         for k, v in state.items():  # check every shape first, so a failed load changes nothing
             if k in own and v.shape != own[k].shape:
                 raise ValueError(f"load_state_dict: '{k}' has shape {own[k].shape} here but {v.shape} in the state dict")
-            if k in bufs and v.shape != np.shape(_array(getattr(*bufs[k]))):
-                raise ValueError(f"load_state_dict: buffer '{k}' has shape {np.shape(_array(getattr(*bufs[k])))} "
+            if k in bufs and v.shape != np.shape(data_of(getattr(*bufs[k]))):
+                raise ValueError(f"load_state_dict: buffer '{k}' has shape {np.shape(data_of(getattr(*bufs[k])))} "
                                  f"here but {v.shape}")
         for k, v in state.items():
             if k in own:
@@ -220,7 +219,7 @@ class Module:
             elif k in bufs:
                 m, attr = bufs[k]
                 old = getattr(m, attr)
-                new = v.astype(np.asarray(_array(old)).dtype, copy=True)
+                new = v.astype(np.asarray(data_of(old)).dtype, copy=True)
                 object.__setattr__(m, attr, Tensor(new) if isinstance(old, Tensor) else new)  # keep its type
         return self
 
@@ -234,232 +233,6 @@ class Module:
             sub = repr(m).replace("\n", "\n  ")
             lines.append(f"  ({name}): {sub}")
         return "\n".join(lines) + ("\n)" if len(lines) > 1 else ")")
-
-
-# ---- init helpers (in place on a Parameter; as torch.nn.init) -----------------------------------
-
-def _fans(shape):
-    if len(shape) < 2:
-        raise ValueError(f"init: fan in/out needs at least 2 dims, got shape {shape}")
-    receptive = int(np.prod(shape[2:])) if len(shape) > 2 else 1
-    return shape[1] * receptive, shape[0] * receptive
-
-
-def uniform_(t, a=0.0, b=1.0):
-    """Fill t with samples of U(a, b), in place (as torch.nn.init.uniform_); returns t."""
-    t.data = get_rng().uniform(a, b, t.shape).astype(t.dtype)
-    return t
-
-
-def normal_(t, mean=0.0, std=1.0):
-    """Fill t with samples of N(mean, std^2), in place (as torch.nn.init.normal_); returns t."""
-    t.data = (mean + std * get_rng().standard_normal(t.shape)).astype(t.dtype)
-    return t
-
-
-def zeros_(t):
-    """Fill t with zeros, in place; returns t."""
-    t.data = np.zeros(t.shape, t.dtype)
-    return t
-
-
-def ones_(t):
-    """Fill t with ones, in place; returns t."""
-    t.data = np.ones(t.shape, t.dtype)
-    return t
-
-
-def xavier_uniform_(t, gain=1.0):
-    """Glorot uniform init U(-b, b), b = gain sqrt(6 / (fan_in + fan_out)), in place; returns t."""
-    fan_in, fan_out = _fans(t.shape)
-    bound = gain * math.sqrt(6.0 / (fan_in + fan_out))
-    return uniform_(t, -bound, bound)
-
-
-def xavier_normal_(t, gain=1.0):
-    """Glorot normal init N(0, gain^2 2 / (fan_in + fan_out)), in place; returns t."""
-    fan_in, fan_out = _fans(t.shape)
-    return normal_(t, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)))
-
-
-def kaiming_uniform_(t, a=0.0, nonlinearity="leaky_relu"):
-    """He uniform init U(-b, b), b = gain sqrt(3 / fan_in), gain sqrt(2 / (1 + a^2)) for (leaky_)relu; returns t."""
-    fan_in, _ = _fans(t.shape)
-    gain = math.sqrt(2.0 / (1 + a * a)) if nonlinearity in ("relu", "leaky_relu") else 1.0
-    bound = gain * math.sqrt(3.0 / fan_in)
-    return uniform_(t, -bound, bound)
-
-
-def kaiming_normal_(t, a=0.0, nonlinearity="leaky_relu"):
-    """He normal init N(0, gain^2 / fan_in), gain sqrt(2 / (1 + a^2)) for (leaky_)relu, in place; returns t."""
-    fan_in, _ = _fans(t.shape)
-    gain = math.sqrt(2.0 / (1 + a * a)) if nonlinearity in ("relu", "leaky_relu") else 1.0
-    return normal_(t, 0.0, gain / math.sqrt(fan_in))
-
-
-def parameter(*shape):
-    """A Parameter of zeros in the default float dtype, for an init helper to fill."""
-    return Parameter(np.zeros(shape, get_default_dtype()))
-
-
-# ---- layers ------------------------------------------------------------------------------------
-
-class Linear(Module):
-    """y = x W^T + b with W (out_features, in_features), initialised as torch.nn.Linear."""
-
-    def __init__(self, in_features, out_features, bias=True):
-        super().__init__()
-        self.in_features, self.out_features = in_features, out_features
-        self.weight = kaiming_uniform_(parameter(out_features, in_features), a=math.sqrt(5))  # U(+-1/sqrt(in))
-        self.bias = uniform_(parameter(out_features), -1 / math.sqrt(in_features), 1 / math.sqrt(in_features)) \
-            if bias else None
-
-    def forward(self, x):
-        """x (..., in_features) -> x W^T + b (..., out_features), b only if bias; one fused linear node."""
-        return ops.linear(x, self.weight, self.bias)
-
-    def extra_repr(self):
-        """in_features, out_features and whether there is a bias, for the repr."""
-        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
-
-
-class Embedding(Module):
-    """A lookup table (num_embeddings, embedding_dim), N(0, 1) init as PyTorch.
-
-    padding_idx: that row starts at zero and never receives a gradient (as torch), e.g. for a padding token.
-    """
-
-    def __init__(self, num_embeddings, embedding_dim, padding_idx=None):
-        super().__init__()
-        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
-        if padding_idx is not None:
-            if not isinstance(padding_idx, (int, np.integer)) or not -num_embeddings <= padding_idx < num_embeddings:
-                raise ValueError(f"Embedding: padding_idx must be an int in [-{num_embeddings}, {num_embeddings}), "
-                                 f"got {padding_idx!r}")
-            padding_idx = int(padding_idx) % num_embeddings
-        self.padding_idx = padding_idx
-        self.weight = normal_(parameter(num_embeddings, embedding_dim))
-        if padding_idx is not None:
-            self.weight.data[padding_idx] = 0
-
-    def forward(self, idx):
-        """Integer indices (...) -> rows of weight (..., embedding_dim); the padding_idx row gets no gradient."""
-        i = idx.data if isinstance(idx, Tensor) else np.asarray(idx)
-        if i.dtype.kind not in "iu":
-            raise TypeError(f"Embedding: indices must be integers, got dtype {i.dtype}")
-        if i.size and (i.min() < 0 or i.max() >= self.num_embeddings):
-            raise IndexError(f"Embedding: indices must be in [0, {self.num_embeddings}), "
-                             f"got range [{i.min()}, {i.max()}]")
-        out = self.weight[i]
-        if self.padding_idx is not None:  # the padding row's value, as a constant: no gradient reaches it
-            pad = (i == self.padding_idx)[..., None]
-            out = ops.where(pad, Tensor(out.data), out)
-        return out
-
-    def extra_repr(self):
-        """num_embeddings, embedding_dim (and padding_idx), for the repr."""
-        pad = "" if self.padding_idx is None else f", padding_idx={self.padding_idx}"
-        return f"{self.num_embeddings}, {self.embedding_dim}{pad}"
-
-
-class LayerNorm(Module):
-    """Normalise over the trailing normalized_shape dims, then scale (weight) and shift (bias), as torch."""
-
-    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True):
-        super().__init__()
-        self.normalized_shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
-        self.eps = eps
-        self.weight = ones_(parameter(*self.normalized_shape)) if elementwise_affine else None
-        self.bias = zeros_(parameter(*self.normalized_shape)) if elementwise_affine and bias else None
-
-    def forward(self, x):
-        """x normalised over its trailing normalized_shape dims, then times weight plus bias (if present)."""
-        return ops.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
-
-    def extra_repr(self):
-        """normalized_shape and eps, for the repr."""
-        return f"{self.normalized_shape}, eps={self.eps}"
-
-
-class Dropout(Module):
-    """Inverted dropout as torch.nn.Dropout: zeroes entries with probability p in training mode only."""
-    def __init__(self, p=0.5):
-        super().__init__()
-        if not 0.0 <= p <= 1.0:
-            raise ValueError(f"Dropout: p must be in [0, 1], got {p}")
-        self.p = p
-
-    def forward(self, x):
-        """In training mode x with entries zeroed (probability p) and the rest scaled by 1/(1-p); in eval mode x."""
-        return F.dropout(x, self.p, self.training)
-
-    def extra_repr(self):
-        """p, for the repr."""
-        return f"p={self.p}"
-
-
-class _RNNCellBase(Module):
-    def __init__(self, input_size, hidden_size, bias, gates):
-        super().__init__()
-        self.input_size, self.hidden_size = input_size, hidden_size
-        k = 1 / math.sqrt(hidden_size)  # torch: every weight and bias ~ U(-1/sqrt(H), 1/sqrt(H))
-        self.weight_ih = uniform_(parameter(gates * hidden_size, input_size), -k, k)
-        self.weight_hh = uniform_(parameter(gates * hidden_size, hidden_size), -k, k)
-        self.bias_ih = uniform_(parameter(gates * hidden_size), -k, k) if bias else None
-        self.bias_hh = uniform_(parameter(gates * hidden_size), -k, k) if bias else None
-
-    def _check(self, x, *states):
-        if x.shape[-1] != self.input_size:
-            raise ValueError(f"{type(self).__name__}: input (B, {self.input_size}) expected, got {x.shape}")
-        for s in states:
-            if s is not None and s.shape != x.shape[:-1] + (self.hidden_size,):
-                raise ValueError(f"{type(self).__name__}: hidden state {x.shape[:-1] + (self.hidden_size,)} "
-                                 f"expected, got {s.shape}")
-
-    def _zeros(self, x):
-        return Tensor(np.zeros(x.shape[:-1] + (self.hidden_size,), x.dtype))
-
-    def extra_repr(self):
-        """input_size, hidden_size, for the repr."""
-        return f"{self.input_size}, {self.hidden_size}"
-
-
-class GRUCell(_RNNCellBase):
-    """h' = (1 - z) n + z h with gates r, z, n stacked in that order, as torch.nn.GRUCell."""
-
-    def __init__(self, input_size, hidden_size, bias=True):
-        super().__init__(input_size, hidden_size, bias, 3)
-
-    def forward(self, x, h=None):
-        """One GRU step: x (B, input_size) and h (B, hidden_size; zeros if None) -> h' (B, hidden_size)."""
-        self._check(x, h)
-        h = self._zeros(x) if h is None else h
-        return ops.gru_cell(x, h, self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh)  # one fused node
-
-
-class LSTMCell(_RNNCellBase):
-    """(h', c') from gates i, f, g, o stacked in that order, as torch.nn.LSTMCell."""
-
-    def __init__(self, input_size, hidden_size, bias=True):
-        super().__init__(input_size, hidden_size, bias, 4)
-
-    def forward(self, x, state=None):
-        """One LSTM step: x (B, input_size), state (h, c) or None (zeros) -> (h', c'), each (B, hidden_size)."""
-        h, c = (None, None) if state is None else state
-        self._check(x, h, c)
-        h = self._zeros(x) if h is None else h
-        c = self._zeros(x) if c is None else c
-        H = self.hidden_size
-        gates = ops.linear(x, self.weight_ih, self.bias_ih) + ops.linear(h, self.weight_hh, self.bias_hh)
-        i = ops.sigmoid(gates[..., :H])
-        f = ops.sigmoid(gates[..., H:2 * H])
-        g = ops.tanh(gates[..., 2 * H:3 * H])
-        o = ops.sigmoid(gates[..., 3 * H:])
-        c = f * c + i * g
-        return o * ops.tanh(c), c
-
-
-from .rnn import GRU, LSTM  # noqa: E402,F401  (whole-sequence layers; rnn.py needs Module above)
 
 
 class ModuleList(Module):
@@ -593,60 +366,3 @@ class ModuleDict(Module):
         """Add (name, module) pairs from a dict or an iterable of pairs."""
         for k, m in (modules.items() if hasattr(modules, "items") else modules):
             self[k] = m
-
-
-class _Activation(Module):
-    fn = None
-
-    def forward(self, x):
-        """The activation applied elementwise to x; same shape as x."""
-        return type(self).fn(x)
-
-
-class ReLU(_Activation):
-    """Elementwise max(x, 0) as a module (torch.nn.ReLU)."""
-    fn = staticmethod(ops.relu)
-
-
-class Tanh(_Activation):
-    """Elementwise tanh as a module (torch.nn.Tanh)."""
-    fn = staticmethod(ops.tanh)
-
-
-class Sigmoid(_Activation):
-    """Elementwise logistic sigmoid as a module (torch.nn.Sigmoid)."""
-    fn = staticmethod(ops.sigmoid)
-
-
-class GELU(Module):
-    """GELU as a module (torch.nn.GELU): approximate='none' (exact erf) or 'tanh'."""
-    def __init__(self, approximate="none"):
-        super().__init__()
-        self.approximate = approximate
-
-    def forward(self, x):
-        """GELU of x elementwise (see ops.gelu); same shape as x."""
-        return ops.gelu(x, self.approximate)
-
-
-class Softmax(Module):
-    """Softmax along `dim` (default -1) as a module (torch.nn.Softmax)."""
-    def __init__(self, dim=-1):
-        super().__init__()
-        self.dim = dim
-
-    def forward(self, x):
-        """Softmax of x along self.dim; same shape as x, each slice summing to 1."""
-        return ops.softmax(x, self.dim)
-
-
-# ---- save / load live in serialization.py (nested checkpoints, never pickled); nn.save / nn.load stay
-from .serialization import load, save  # noqa: E402,F401
-
-
-# the loss modules (losses.py), as torch.nn has them
-from .losses import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, KLDivLoss, L1Loss,  # noqa: E402,F401
-                     MSELoss, NLLLoss, SmoothL1Loss)
-
-# torch.nn.init's namespace for the initialisers above (nn.init.xavier_uniform_(w), as in torch)
-from . import init  # noqa: E402,F401

@@ -1,4 +1,4 @@
-"""Recurrent layers over whole sequences: nn.GRU and nn.LSTM, as torch.nn.GRU / torch.nn.LSTM.
+"""Recurrent kernels over whole sequences: gru_sequence and lstm_sequence, the ops behind nn.GRU and nn.LSTM.
 
 Each layer and direction of a pass is ONE graph node (gru_sequence / lstm_sequence): the input
 projection of all T steps is one GEMM, the recurrence is a NumPy loop, and backward through time is
@@ -8,18 +8,13 @@ A per-step graph would cost hundreds of nodes per pass; this costs one.
 Padding by lengths replaces torch's packed sequences: with lengths[b] = L, steps t >= L of sequence b
 output zeros and leave its state alone, so the final state is the state after step L - 1 (after step 0
 for the reverse direction, which starts at step L - 1) - what pack_padded_sequence gives in torch.
-Parameter names, shapes, gate orders (GRU r, z, n; LSTM i, f, g, o) and init follow torch, so state
-dicts cross both ways.
+Gate orders (GRU r, z, n; LSTM i, f, g, o) follow torch, so the weights of nn.GRU / nn.LSTM cross both ways.
 """
-import math
-
 import numpy as np
 
-from . import functional as F
-from . import ops
-from .nn import Module, parameter, uniform_
-from .ops import _make, _sigmoid, as_tensor
-from .tensor import Tensor
+from ..tensor import Tensor, make_node
+from ._args import as_tensor
+from .elementwise import _sigmoid
 
 
 def _lengths_mask(lengths, T, B, who):
@@ -128,7 +123,7 @@ def _gru_node(x, h0, w_ih, w_hh, b_ih, b_hh, mask, reverse):
         dx = (dgi.reshape(T * B, 3 * H) @ w_ih.data).reshape(T, B, I) if x.requires_grad else None
         return [dx, dh, *_weight_grads(dgi, dgh, xd, hprev, w_ih, w_hh, b_ih, b_hh)]
     parents = (x, h0, w_ih, w_hh) + tuple(b for b in (b_ih, b_hh) if b is not None)
-    return _make(out, parents, backward, "gru_sequence")
+    return make_node(out, parents, backward, "gru_sequence")
 
 
 def _lstm_node(x, h0, c0, w_ih, w_hh, b_ih, b_hh, mask, reverse):
@@ -186,7 +181,7 @@ def _lstm_node(x, h0, c0, w_ih, w_hh, b_ih, b_hh, mask, reverse):
         dx = (dgates.reshape(T * B, 4 * H) @ w_ih.data).reshape(T, B, I) if x.requires_grad else None
         return [dx, dh, dc, *_weight_grads(dgates, dgates, xd, hprev, w_ih, w_hh, b_ih, b_hh)]
     parents = (x, h0, c0, w_ih, w_hh) + tuple(b for b in (b_ih, b_hh) if b is not None)
-    return _make(out, parents, backward, "lstm_sequence")
+    return make_node(out, parents, backward, "lstm_sequence")
 
 
 def _zero_state(x, H, who):
@@ -225,152 +220,3 @@ def lstm_sequence(x, state, weight_ih, weight_hh, bias_ih=None, bias_hh=None, le
                      None if bias_hh is None else as_tensor(bias_hh), mask, reverse)
     T = x.shape[0]
     return out[:T], (out[T], out[T + 1])
-
-
-class _RNNBase(Module):
-    """Stacked, optionally bidirectional recurrent layers with torch's parameter names and init."""
-
-    _gates = 0
-
-    def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
-                 bidirectional=False):
-        super().__init__()
-        name = type(self).__name__
-        for arg, v in (("input_size", input_size), ("hidden_size", hidden_size), ("num_layers", num_layers)):
-            if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
-                raise ValueError(f"{name}: {arg} must be a positive int, got {v!r}")
-        if not 0.0 <= dropout <= 1.0:
-            raise ValueError(f"{name}: dropout must be in [0, 1], got {dropout}")
-        self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
-        self.bias, self.batch_first, self.dropout = bias, batch_first, dropout
-        self.bidirectional = bidirectional
-        D, G = 2 if bidirectional else 1, self._gates * hidden_size
-        k = 1 / math.sqrt(hidden_size)  # torch: every weight and bias ~ U(-1/sqrt(H), 1/sqrt(H))
-        for layer in range(num_layers):  # torch's order: per layer, per direction, w_ih, w_hh, b_ih, b_hh
-            for sfx in ("", "_reverse")[:D]:
-                fan_in = input_size if layer == 0 else D * hidden_size
-                setattr(self, f"weight_ih_l{layer}{sfx}", uniform_(parameter(G, fan_in), -k, k))
-                setattr(self, f"weight_hh_l{layer}{sfx}", uniform_(parameter(G, hidden_size), -k, k))
-                if bias:
-                    setattr(self, f"bias_ih_l{layer}{sfx}", uniform_(parameter(G), -k, k))
-                    setattr(self, f"bias_hh_l{layer}{sfx}", uniform_(parameter(G), -k, k))
-
-    def _layer_params(self, layer, sfx):
-        ps = [getattr(self, f"{w}_l{layer}{sfx}") for w in ("weight_ih", "weight_hh")]
-        return ps + ([getattr(self, f"{b}_l{layer}{sfx}") for b in ("bias_ih", "bias_hh")] if self.bias
-                     else [None, None])
-
-    def _prepare(self, input, states):
-        """-> (time-major x (T, B, I), unbatched?, states each (L*D, B, H) or None)."""
-        name = type(self).__name__
-        if not isinstance(input, Tensor):
-            input = as_tensor(input)
-        if input.ndim not in (2, 3) or input.shape[-1] != self.input_size:
-            layout = "(B, T, I)" if self.batch_first else "(T, B, I)"
-            raise ValueError(f"{name}: input {layout} or unbatched (T, I) with I = {self.input_size} expected, "
-                             f"got shape {input.shape}")
-        unbatched = input.ndim == 2
-        x = input.unsqueeze(1) if unbatched else input.swapaxes(0, 1) if self.batch_first else input
-        LD, B, H = self.num_layers * (2 if self.bidirectional else 1), x.shape[1], self.hidden_size
-        dtype = self.weight_hh_l0.dtype
-        if x.dtype != dtype:  # as torch: no silent promotion
-            raise TypeError(f"{name}: input dtype {x.dtype} must match the parameters' dtype {dtype}; convert "
-                            f"the input (x.astype(...)) or the module")
-        out = []
-        for label, s in states:
-            if s is None:
-                out.append(None)
-                continue
-            s = as_tensor(s)
-            want = (LD, H) if unbatched else (LD, B, H)
-            if s.shape != want:
-                raise ValueError(f"{name}: {label} of shape (num_layers * num_directions, B, H) = {want} "
-                                 f"expected, got {s.shape}")
-            if s.dtype != dtype:
-                raise TypeError(f"{name}: {label} dtype {s.dtype} must match the parameters' dtype {dtype}")
-            out.append(s.unsqueeze(1) if unbatched else s)
-        return x, unbatched, out
-
-    def _run(self, x, states, lengths, step):
-        """Every layer and direction; step(x, states_for_it, params, mask-lengths, reverse) -> (y, finals)."""
-        D = 2 if self.bidirectional else 1
-        finals = []
-        for layer in range(self.num_layers):
-            ys = []
-            for d, sfx in enumerate(("", "_reverse")[:D]):
-                k = layer * D + d
-                y, fin = step(x, [None if s is None else s[k] for s in states], self._layer_params(layer, sfx),
-                              lengths, d == 1)
-                ys.append(y)
-                finals.append(fin)
-            x = ys[0] if D == 1 else ops.cat(ys, axis=-1)  # (T, B, D*H): forward then reverse features
-            if self.dropout and self.training and layer < self.num_layers - 1:
-                x = F.dropout(x, self.dropout, True)
-        return x, finals
-
-    def _finish(self, y, unbatched):
-        if unbatched:
-            return y.squeeze(1)
-        return y.swapaxes(0, 1) if self.batch_first else y
-
-    def _check_lengths(self, lengths, x):
-        if lengths is not None:  # checked here too, so the message names the module
-            _lengths_mask(lengths, x.shape[0], x.shape[1], type(self).__name__)
-
-    def extra_repr(self):
-        """input_size, hidden_size and every option that differs from its default, for the repr."""
-        s = f"{self.input_size}, {self.hidden_size}"
-        if self.num_layers != 1:
-            s += f", num_layers={self.num_layers}"
-        for k, default in (("bias", True), ("batch_first", False), ("dropout", 0.0), ("bidirectional", False)):
-            if getattr(self, k) != default:
-                s += f", {k}={getattr(self, k)}"
-        return s
-
-
-class GRU(_RNNBase):
-    """Multi-layer (bi)directional GRU as torch.nn.GRU; forward(input, hx=None, lengths=None) -> (output, h_n).
-
-    input (T, B, I), or (B, T, I) with batch_first, or unbatched (T, I); hx and h_n (num_layers * D, B, H);
-    output (T, B, D * H) (batch-first if batch_first). lengths (B,): padded sequences, zero output past them.
-    """
-
-    _gates = 3
-
-    def forward(self, input, hx=None, lengths=None):
-        """-> (output, h_n); hx (num_layers * D, B, H) or None (zeros); lengths (B,) or None."""
-        x, unbatched, (hx,) = self._prepare(input, [("hx", hx)])
-        self._check_lengths(lengths, x)
-
-        def step(x, states, params, lengths, reverse):
-            return gru_sequence(x, states[0], *params, lengths=lengths, reverse=reverse)
-        y, finals = self._run(x, [hx], lengths, step)
-        h_n = ops.stack(finals, axis=0)
-        return self._finish(y, unbatched), (h_n.squeeze(1) if unbatched else h_n)
-
-
-class LSTM(_RNNBase):
-    """Multi-layer (bi)directional LSTM as torch.nn.LSTM; forward(input, hx=None, lengths=None) -> (output, (h_n, c_n)).
-
-    input (T, B, I), or (B, T, I) with batch_first, or unbatched (T, I); hx = (h_0, c_0), each
-    (num_layers * D, B, H); output (T, B, D * H). lengths (B,): padded sequences, zero output past them.
-    """
-
-    _gates = 4
-
-    def forward(self, input, hx=None, lengths=None):
-        """-> (output, (h_n, c_n)); hx = (h_0, c_0) or None (zeros); lengths (B,) or None."""
-        if hx is not None and (not isinstance(hx, (tuple, list)) or len(hx) != 2):
-            raise TypeError(f"LSTM: hx must be a pair (h_0, c_0), got {type(hx).__name__}")
-        h0, c0 = (None, None) if hx is None else hx
-        x, unbatched, states = self._prepare(input, [("h_0", h0), ("c_0", c0)])
-        self._check_lengths(lengths, x)
-
-        def step(x, states, params, lengths, reverse):
-            return lstm_sequence(x, states, *params, lengths=lengths, reverse=reverse)
-        y, finals = self._run(x, states, lengths, step)
-        h_n = ops.stack([f[0] for f in finals], axis=0)
-        c_n = ops.stack([f[1] for f in finals], axis=0)
-        if unbatched:
-            h_n, c_n = h_n.squeeze(1), c_n.squeeze(1)
-        return self._finish(y, unbatched), (h_n, c_n)

@@ -7,9 +7,14 @@ import math
 
 import numpy as np
 
-from .blas import arange, colsum, const, rowdot, rowmax, rowsum
-from .ops import _all_finite, _axis, _floating, _lse, _make, _norm_axes, _sigmoid, as_tensor
-from .tensor import Tensor, in_place_backward
+from ..autograd.backward import in_place_backward
+from ..dtypes import floating
+from ..fast.blas import arange, colsum, const, rowdot, rowmax, rowsum
+from ..tensor import Tensor, make_node
+from ._args import _all_finite, _axis, _norm_axes, as_tensor
+from .elementwise import _sigmoid
+from .reduce import _lse
+
 
 # ---- softmax -------------------------------------------------------------------------------------
 
@@ -28,7 +33,7 @@ def _one_axis(op, axis, dim, x):
 def softmax(a, axis=None, dim=None):
     """Stable softmax along one axis (fused: one node, short backward)."""
     a = as_tensor(a)
-    x = _floating(a.data)
+    x = floating(a.data)
     axis = _one_axis("softmax", axis, dim, x)
     last = axis is not None and axis == x.ndim - 1
     m = rowmax(x) if last else x.max(axis=axis, keepdims=True)
@@ -41,13 +46,13 @@ def softmax(a, axis=None, dim=None):
         gy = np.subtract(g, s, out=g) if owned and g.dtype == out.dtype else g - s
         gy *= out
         return (gy,)
-    return _make(out, (a,), backward, "softmax")
+    return make_node(out, (a,), backward, "softmax")
 
 
 def log_softmax(a, axis=None, dim=None):
     """Stable log(softmax(x)) along one axis (fused); backward: g - softmax(x) * sum(g)."""
     a = as_tensor(a)
-    x = _floating(a.data)
+    x = floating(a.data)
     axis = _one_axis("log_softmax", axis, dim, x)
     out = x - _lse(x, axis)
 
@@ -57,7 +62,7 @@ def log_softmax(a, axis=None, dim=None):
         gx = np.exp(out)
         gx *= rowsum(g) if last else g.sum(axis=axis, keepdims=True)
         return (np.subtract(g, gx, out=gx),)
-    return _make(out, (a,), backward, "log_softmax")
+    return make_node(out, (a,), backward, "log_softmax")
 
 
 # ---- linear and einsum ----------------------------------------------------------------------------
@@ -115,81 +120,7 @@ def linear(x, weight, bias=None):
             return gx, gw
         return gx, gw, (colsum(g2) if bias.requires_grad else None)
     parents = (x, weight) if bias is None else (x, weight, bias)
-    return _make(out, parents, backward, "linear")
-
-
-def _einsum_parse(subscripts, shapes):
-    """Split 'ab,bc->ac' into input and output index strings, expanding '...' to spare letters."""
-    subscripts = subscripts.replace(" ", "")
-    if "->" in subscripts:
-        lhs, rhs = subscripts.split("->")
-    else:
-        lhs, rhs = subscripts, None
-    ins = lhs.split(",")
-    if len(ins) != len(shapes):
-        raise ValueError(f"einsum: '{subscripts}' names {len(ins)} operands, got {len(shapes)}")
-    spare = [c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ" if c not in subscripts]
-    nell = 0
-    for s, shape in zip(ins, shapes):
-        if "..." in s:
-            nell = max(nell, len(shape) - (len(s) - 3))
-    ell = "".join(spare[:nell])
-    out_ins = []
-    for s, shape in zip(ins, shapes):
-        if "..." in s:
-            k = len(shape) - (len(s) - 3)
-            s = s.replace("...", ell[nell - k:])
-        if len(s) != len(shape):
-            raise ValueError(f"einsum: subscripts '{s}' do not fit an operand of shape {shape}")
-        if len(set(s)) != len(s):
-            raise ValueError(f"einsum: repeated index in one operand ('{s}', a diagonal) is not supported")
-        out_ins.append(s)
-    if rhs is None:  # implicit mode: indices seen once, in alphabetical order, after the ellipsis
-        counts = {}
-        for s in ins:
-            for c in s.replace("...", ""):
-                counts[c] = counts.get(c, 0) + 1
-        rhs = ell + "".join(sorted(c for c, n in counts.items() if n == 1))
-    else:
-        rhs = rhs.replace("...", ell)
-    return out_ins, rhs
-
-
-def einsum(subscripts, *operands):
-    """np.einsum with gradients: each operand's gradient is another einsum of g with the others."""
-    ts = [as_tensor(o) for o in operands]
-    arrays = [t.data for t in ts]
-    ins, out_sub = _einsum_parse(subscripts, [x.shape for x in arrays])
-    spec = ",".join(ins) + "->" + out_sub
-    try:
-        out = np.einsum(spec, *arrays, optimize=len(arrays) > 2)
-    except ValueError as e:
-        raise ValueError(f"einsum '{subscripts}' on shapes {[x.shape for x in arrays]}: {e}") from None
-
-    def backward(g):  # d/dX_i: contract g with every other operand onto X_i's indices
-        grads = []
-        for i, t in enumerate(ts):
-            if not t.requires_grad:
-                grads.append(None)
-                continue
-            others = ins[:i] + ins[i + 1:]
-            seen = set(out_sub).union(*others)
-            kept = "".join(c for c in ins[i] if c in seen)  # indices summed within X_i alone: broadcast
-            gi = np.einsum(",".join([out_sub] + others) + "->" + kept, g, *(arrays[:i] + arrays[i + 1:]),
-                           optimize=len(others) > 1)
-            if kept != ins[i]:
-                # indices of X_i alone come back at X_i's size; the others keep gi's (perhaps broadcast)
-                # size, which the engine sums back to X_i's shape
-                gi = np.expand_dims(gi, [ins[i].index(c) for c in ins[i] if c not in seen])
-                gi = np.broadcast_to(gi, [gi.shape[k] if c in seen else arrays[i].shape[k]
-                                          for k, c in enumerate(ins[i])])
-            if gi.shape != arrays[i].shape:
-                # a label of size n here but 1 in every other operand (NumPy broadcasts it) comes back at
-                # size 1: repeat it; a label of size 1 here but n elsewhere comes back at n: the engine sums
-                gi = np.broadcast_to(gi, np.broadcast_shapes(gi.shape, arrays[i].shape))
-            grads.append(gi)
-        return grads
-    return _make(out, tuple(ts), backward, "einsum")
+    return make_node(out, parents, backward, "linear")
 
 
 # ---- fused losses and normalisation ------------------------------------------------------------
@@ -265,7 +196,7 @@ def cross_entropy(logits, target, ignore_index=-100, label_smoothing=0.0, reduct
         if x.ndim == 1:
             return (d.reshape(C),)
         return (np.moveaxis(d.reshape(x.shape[:1] + x.shape[2:] + (C,)), -1, 1),)
-    return _make(out, (logits,), backward, "cross_entropy")  # out keeps the logits' dtype (weak scalars)
+    return make_node(out, (logits,), backward, "cross_entropy")  # out keeps the logits' dtype (weak scalars)
 
 
 def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
@@ -331,7 +262,7 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
             out_grads.append(colsum(g, lead) if bias.requires_grad else None)
         return out_grads
     parents = (x,) + tuple(p for p in (weight, bias) if p is not None)
-    return _make(out, parents, backward, "layer_norm")
+    return make_node(out, parents, backward, "layer_norm")
 
 
 def _safe_rstd(xc, var, rstd, axes, eps):
@@ -399,4 +330,4 @@ def gru_cell(x, h, weight_ih, weight_hh, bias_ih=None, bias_hh=None):
         if bias_hh is not None:
             grads.append(dgh.sum(axis=0))
         return grads
-    return _make(out.reshape(lead + (H,)), (x, h, weight_ih, weight_hh, *biases), backward, "gru_cell")
+    return make_node(out.reshape(lead + (H,)), (x, h, weight_ih, weight_hh, *biases), backward, "gru_cell")

@@ -17,7 +17,7 @@ import zipfile
 
 import numpy as np
 
-from .tensor import Tensor
+from ..tensor import Tensor
 
 MANIFEST = "__minigrad__"
 FORMAT = "minigrad-checkpoint"
@@ -55,8 +55,7 @@ class _Writer:
         return name
 
     def node(self, obj, path):
-        from .nn import Module  # (nn imports this module)
-        if isinstance(obj, Module):
+        if hasattr(obj, "named_parameters") and hasattr(obj, "state_dict"):  # a Module (duck-typed: nn is above)
             obj = obj.state_dict()  # a module is saved as its state dict (as the README says)
         if isinstance(obj, Tensor):
             return {"t": "tensor", "e": self.entry(path, obj.data), "rg": obj.requires_grad}

@@ -22,8 +22,7 @@ so nothing in the engine changes.
 """
 import numpy as np
 
-from .ops import _make
-from .tensor import Tensor
+from ..tensor import Tensor, make_node
 
 
 class Context:
@@ -93,19 +92,7 @@ class Function:
                 # the engine may add into a gradient it owns; these may be shared with ctx, so hand out views
                 checked.append(gr.view())
             return checked
-        return _make(out, tensors, backward, cls.__name__)
-
-
-def make_node(data, parents, backward, name):
-    """The engine's node builder, public: wrap the array `data` as the output of op `name`.
-
-    `parents` is a tuple of Tensors; `backward(g)` maps the upstream gradient `g` (an array shaped like
-    `data`) to one gradient per parent (None for none; a gradient may keep broadcast dims, the engine sums
-    them back). The graph is recorded only when grad mode is on and some parent requires grad. This is what
-    every op in minigrad and every fused kernel in `attention` is built with; `Function` wraps it in the
-    torch.autograd.Function style.
-    """
-    return _make(data, parents, backward, name)
+        return make_node(out, tensors, backward, cls.__name__)
 
 
 def _broadcasts(shape, target):

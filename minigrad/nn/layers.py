@@ -1,0 +1,149 @@
+"""Layers: Linear, Embedding, LayerNorm, Dropout and the activation modules, as torch.nn's."""
+import math
+
+import numpy as np
+
+from .. import ops
+from ..tensor import Tensor
+from . import functional as F
+from .init import kaiming_uniform_, normal_, ones_, uniform_, zeros_
+from .module import Module, parameter
+
+
+class Linear(Module):
+    """y = x W^T + b with W (out_features, in_features), initialised as torch.nn.Linear."""
+
+    def __init__(self, in_features, out_features, bias=True):
+        super().__init__()
+        self.in_features, self.out_features = in_features, out_features
+        self.weight = kaiming_uniform_(parameter(out_features, in_features), a=math.sqrt(5))  # U(+-1/sqrt(in))
+        self.bias = uniform_(parameter(out_features), -1 / math.sqrt(in_features), 1 / math.sqrt(in_features)) \
+            if bias else None
+
+    def forward(self, x):
+        """x (..., in_features) -> x W^T + b (..., out_features), b only if bias; one fused linear node."""
+        return ops.linear(x, self.weight, self.bias)
+
+    def extra_repr(self):
+        """in_features, out_features and whether there is a bias, for the repr."""
+        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+
+
+class Embedding(Module):
+    """A lookup table (num_embeddings, embedding_dim), N(0, 1) init as PyTorch.
+
+    padding_idx: that row starts at zero and never receives a gradient (as torch), e.g. for a padding token.
+    """
+
+    def __init__(self, num_embeddings, embedding_dim, padding_idx=None):
+        super().__init__()
+        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        if padding_idx is not None:
+            if not isinstance(padding_idx, (int, np.integer)) or not -num_embeddings <= padding_idx < num_embeddings:
+                raise ValueError(f"Embedding: padding_idx must be an int in [-{num_embeddings}, {num_embeddings}), "
+                                 f"got {padding_idx!r}")
+            padding_idx = int(padding_idx) % num_embeddings
+        self.padding_idx = padding_idx
+        self.weight = normal_(parameter(num_embeddings, embedding_dim))
+        if padding_idx is not None:
+            self.weight.data[padding_idx] = 0
+
+    def forward(self, idx):
+        """Integer indices (...) -> rows of weight (..., embedding_dim); the padding_idx row gets no gradient."""
+        i = idx.data if isinstance(idx, Tensor) else np.asarray(idx)
+        if i.dtype.kind not in "iu":
+            raise TypeError(f"Embedding: indices must be integers, got dtype {i.dtype}")
+        if i.size and (i.min() < 0 or i.max() >= self.num_embeddings):
+            raise IndexError(f"Embedding: indices must be in [0, {self.num_embeddings}), "
+                             f"got range [{i.min()}, {i.max()}]")
+        out = self.weight[i]
+        if self.padding_idx is not None:  # the padding row's value, as a constant: no gradient reaches it
+            pad = (i == self.padding_idx)[..., None]
+            out = ops.where(pad, Tensor(out.data), out)
+        return out
+
+    def extra_repr(self):
+        """num_embeddings, embedding_dim (and padding_idx), for the repr."""
+        pad = "" if self.padding_idx is None else f", padding_idx={self.padding_idx}"
+        return f"{self.num_embeddings}, {self.embedding_dim}{pad}"
+
+
+class LayerNorm(Module):
+    """Normalise over the trailing normalized_shape dims, then scale (weight) and shift (bias), as torch."""
+
+    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True):
+        super().__init__()
+        self.normalized_shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+        self.eps = eps
+        self.weight = ones_(parameter(*self.normalized_shape)) if elementwise_affine else None
+        self.bias = zeros_(parameter(*self.normalized_shape)) if elementwise_affine and bias else None
+
+    def forward(self, x):
+        """x normalised over its trailing normalized_shape dims, then times weight plus bias (if present)."""
+        return ops.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
+
+    def extra_repr(self):
+        """normalized_shape and eps, for the repr."""
+        return f"{self.normalized_shape}, eps={self.eps}"
+
+
+class Dropout(Module):
+    """Inverted dropout as torch.nn.Dropout: zeroes entries with probability p in training mode only."""
+    def __init__(self, p=0.5):
+        super().__init__()
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"Dropout: p must be in [0, 1], got {p}")
+        self.p = p
+
+    def forward(self, x):
+        """In training mode x with entries zeroed (probability p) and the rest scaled by 1/(1-p); in eval mode x."""
+        return F.dropout(x, self.p, self.training)
+
+    def extra_repr(self):
+        """p, for the repr."""
+        return f"p={self.p}"
+
+
+class _Activation(Module):
+    fn = None
+
+    def forward(self, x):
+        """The activation applied elementwise to x; same shape as x."""
+        return type(self).fn(x)
+
+
+class ReLU(_Activation):
+    """Elementwise max(x, 0) as a module (torch.nn.ReLU)."""
+    fn = staticmethod(ops.relu)
+
+
+class Tanh(_Activation):
+    """Elementwise tanh as a module (torch.nn.Tanh)."""
+    fn = staticmethod(ops.tanh)
+
+
+class Sigmoid(_Activation):
+    """Elementwise logistic sigmoid as a module (torch.nn.Sigmoid)."""
+    fn = staticmethod(ops.sigmoid)
+
+
+class GELU(Module):
+    """GELU as a module (torch.nn.GELU): approximate='none' (exact erf) or 'tanh'."""
+    def __init__(self, approximate="none"):
+        super().__init__()
+        self.approximate = approximate
+
+    def forward(self, x):
+        """GELU of x elementwise (see ops.gelu); same shape as x."""
+        return ops.gelu(x, self.approximate)
+
+
+class Softmax(Module):
+    """Softmax along `dim` (default -1) as a module (torch.nn.Softmax)."""
+    def __init__(self, dim=-1):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x):
+        """Softmax of x along self.dim; same shape as x, each slice summing to 1."""
+        return ops.softmax(x, self.dim)

@@ -1,0 +1,135 @@
+"""The plumbing every op shares: argument checks (axis / dim / keepdim, shapes), weak Python scalars,
+and the operand arrays of a binary op in PyTorch's result dtype. No op lives here."""
+import functools
+import math
+from numbers import Number
+
+import numpy as np
+
+from .. import dtypes as _dtypes
+from ..dtypes import promote
+from ..tensor import Tensor
+
+_SCALARS = (int, float, bool)
+
+
+def _scalar(x):
+    """x as a weak Python scalar if it is one (numbers, NumPy scalars, 0-d arrays), else None."""
+    if type(x) in _SCALARS:
+        return x
+    if isinstance(x, Tensor):  # before the slow ABC check below
+        return None
+    if isinstance(x, (Number, np.generic)) and not isinstance(x, Tensor):
+        return x.item() if isinstance(x, np.generic) else x
+    if isinstance(x, np.ndarray) and x.ndim == 0 and x.dtype.kind in "biuf":
+        return x.item()  # a 0-d array is a scalar too, as a 0-dim tensor is in PyTorch's promotion rules
+    return None
+
+
+def data_of(x):
+    """The array of a Tensor; anything else as it is."""
+    return x.data if isinstance(x, Tensor) else x
+
+
+def as_tensor(x):
+    """A Tensor for x: Tensors pass through, anything else becomes a constant (no gradient)."""
+    return x if isinstance(x, Tensor) else Tensor(x)
+
+
+def _axis(axis, dim):
+    """Reductions take NumPy's `axis` or PyTorch's `dim`."""
+    if dim is not None:
+        if axis is not None:
+            raise TypeError("give axis or dim, not both")
+        return dim
+    return axis
+
+
+def _reduce_axis(axis, dim):
+    """A reduction's axes from NumPy's `axis` or PyTorch's `dim`; torch's dim=() reduces over every dim
+    (NumPy's axis=() reduces over none)."""
+    if dim is not None and isinstance(dim, (tuple, list)) and not len(dim):
+        if axis is not None:
+            raise TypeError("give axis or dim, not both")
+        return None
+    return _axis(axis, dim)
+
+
+def _check_axis(op, axis, nd, shape):
+    """axis as a non-negative int, or IndexError if it is not in [-nd, nd)."""
+    if not -nd <= axis < nd:
+        raise IndexError(f"{op}: axis {axis} is out of range for shape {shape}")
+    return axis % nd
+
+
+def _norm_axes(axis, shape, op):
+    """Normalise an int / tuple / None axis to a sorted tuple of non-negative ints."""
+    nd = len(shape)
+    if axis is None:
+        return tuple(range(nd))
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    if not nd:  # a 0-d tensor has one pseudo-axis (0 or -1), over which nothing is reduced (as torch)
+        for a in axes:
+            _check_axis(op, a, 1, shape)
+        return ()
+    out = sorted(_check_axis(op, a, nd, shape) for a in axes)
+    if len(set(out)) != len(out):
+        raise ValueError(f"{op}: axis {axis} repeats an axis")
+    return tuple(out)
+
+
+def _shapes_broadcast(op, a, b):
+    try:
+        return np.broadcast_shapes(a.shape, b.shape)
+    except ValueError:
+        raise ValueError(f"{op}: shapes {a.shape} and {b.shape} do not broadcast") from None
+
+
+def _all_finite(x):
+    """True if every entry of the float array x is finite, by one BLAS dot of x with itself (NaN and inf
+    survive it): about half the cost of np.isfinite(x).all(). Entries past ~1e19 (float32) overflow the dot
+    and read as non-finite, so callers use this only to skip a slower exact path."""
+    return math.isfinite(np.vdot(x, x))
+
+
+_F64 = np.dtype(np.float64)
+
+
+def _with_scalar(a, s):
+    """a's data for an op with the Python scalar s: an integer tensor with a float scalar becomes the default
+    float dtype (torch: int64 tensor + 0.5 is float32; NumPy would make float64). add, sub and mul check
+    their result's dtype first (an identity compare, the cheapest test on the hottest path there is)."""
+    x = a.data
+    if x.dtype.kind != "f" and type(s) is float:
+        return x.astype(_dtypes._default_dtype)
+    return x
+
+
+def _binary(op, a, b, f):
+    """f(a, b) on the operands' arrays in PyTorch's result dtype (see _promote), with a clear error on shape
+    mismatch. (A backward that multiplies by an unpromoted integer operand makes a wider gradient; the
+    engine casts every gradient to its input's dtype.)"""
+    ad, bd = a.data, b.data
+    if ad.dtype is not bd.dtype:  # the common case, one dtype, skips the call
+        ad, bd = promote(ad, bd)
+    try:
+        return f(ad, bd)
+    except ValueError:
+        _shapes_broadcast(op, a, b)
+        raise
+
+
+def _shape_arg(shape):
+    return tuple(shape[0]) if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else tuple(shape)
+
+
+def _with_keepdim(fn):
+    """Let a reduction take PyTorch's `keepdim=` beside NumPy's `keepdims=` (the one place that maps it)."""
+    @functools.wraps(fn)
+    def wrapped(*args, keepdim=None, **kwargs):
+        if keepdim is not None:
+            if "keepdims" in kwargs:
+                raise TypeError(f"{fn.__name__}: give keepdim or keepdims, not both")
+            kwargs["keepdims"] = keepdim
+        return fn(*args, **kwargs)
+    return wrapped

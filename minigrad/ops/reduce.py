@@ -1,0 +1,273 @@
+"""Reductions: sum, mean, var, std, max, min, logsumexp, argmax, prod, norm, cumsum. Forward, then backward.
+
+A reduction's backward spreads the upstream gradient back over the reduced axes (_expand_back).
+"""
+import math
+from collections import namedtuple
+
+import numpy as np
+
+from ..dtypes import floating
+from ..fast.blas import rowmax, rowsum
+from ..tensor import Tensor, make_node
+from ._args import _axis, _check_axis, _norm_axes, _reduce_axis, as_tensor, data_of
+from .shape import gather, reshape
+
+# ---- reductions --------------------------------------------------------------------------------
+
+def _expand_back(g, shape, axes, keepdims):
+    """Broadcast a reduced gradient back to the input's shape (a read-only view)."""
+    if not keepdims and axes:
+        g = np.expand_dims(g, axes)
+    return np.broadcast_to(g, shape)
+
+
+def sum(a, axis=None, keepdims=False, dim=None):
+    """Sum over axis (or dim; all axes if none), as torch.sum; backward: g broadcast back to every summand."""
+    a = as_tensor(a)
+    axes = _norm_axes(_reduce_axis(axis, dim), a.shape, "sum")
+    shape = a.shape
+    return make_node(a.data.sum(axis=axes, keepdims=keepdims), (a,),
+                 lambda g: (_expand_back(g, shape, axes, keepdims),), "sum")  # g copied to every summand
+
+
+def mean(a, axis=None, keepdims=False, dim=None):
+    """Mean over axis (or dim; all axes if none), as torch.mean; backward: g / n to every entry."""
+    a = as_tensor(a)
+    axes = _norm_axes(_reduce_axis(axis, dim), a.shape, "mean")
+    shape = a.shape
+    n = 1
+    for i in axes:
+        n *= shape[i]
+    if n == 0:
+        raise ValueError(f"mean: cannot average over an empty axis of shape {shape}")
+    return make_node(floating(a.data).mean(axis=axes, keepdims=keepdims), (a,),
+                 lambda g: (_expand_back(g / n, shape, axes, keepdims),), "mean")  # g / n each
+
+
+def var(a, axis=None, keepdims=False, dim=None, correction=1):
+    """Variance sum((x - mean)^2) / (n - correction), as torch.var: correction=1 (the default) is the sample
+    variance, correction=0 the population variance (NumPy's np.var default)."""
+    a = as_tensor(a)
+    axes = _norm_axes(_reduce_axis(axis, dim), a.shape, "var")
+    x = floating(a.data)
+    n = 1
+    for i in axes:
+        n *= x.shape[i]
+    if n - correction <= 0:
+        raise ValueError(f"var: {n} elements with correction {correction} leave no degrees of freedom")
+    xc = x - x.mean(axis=axes, keepdims=True)
+    out = (xc * xc).sum(axis=axes, keepdims=keepdims) / (n - correction)
+    return make_node(out, (a,), lambda g: (
+        _expand_back(g, x.shape, axes, keepdims) * xc * (2.0 / (n - correction)),), "var")  # 2 (x - m) / (n - c)
+
+
+def _extreme(op, reduce, a, axis, keepdims, dim):
+    a = as_tensor(a)
+    axes = _norm_axes(_reduce_axis(axis, dim), a.shape, op)
+    x = a.data
+    if x.size == 0 and (not axes or any(x.shape[i] == 0 for i in axes)):
+        raise ValueError(f"{op}: cannot reduce over an empty axis "
+                         f"(shape {x.shape}, axis {axis if dim is None else dim})")
+    out = reduce(x, axis=axes, keepdims=True)
+
+    def backward(g):  # ties share the gradient equally (as torch.amax), so the sum of gradients is exact
+        hit = x == out
+        nan = np.isnan(out)
+        if nan.any():  # a NaN result: its gradient goes to the NaN entries (as torch.max()), not NaN to all
+            hit |= nan & np.isnan(x)
+        share = hit / hit.sum(axis=axes, keepdims=True)
+        return (_expand_back(g, x.shape, axes, keepdims) * share,)
+    return make_node(out if keepdims else out.reshape([n for i, n in enumerate(x.shape) if i not in axes]),
+                 (a,), backward, op)
+
+
+# max(dim=) / min(dim=) return (values, indices) as torch.max(x, dim) does
+max_result = namedtuple("max", ["values", "indices"])
+min_result = namedtuple("min", ["values", "indices"])
+max_result.__doc__ = "What max(x, dim=d) returns: (values, indices), as torch.return_types.max."
+min_result.__doc__ = "What min(x, dim=d) returns: (values, indices), as torch.return_types.min."
+
+
+def _extreme_dim(op, argfn, result, a, dim, keepdims):
+    """(values, indices) along one dim; values take their gradient at the index only (as torch.max(dim))."""
+    a = as_tensor(a)
+    if not isinstance(dim, (int, np.integer)):
+        raise TypeError(f"{op}: dim= must be one int when it asks for (values, indices), got {dim!r} "
+                        f"(use amax/amin, or axis=, for several axes)")
+    if a.ndim == 0:
+        _check_axis(op, dim, 1, a.shape)
+        return result(reshape(a, ()), Tensor(np.zeros((), np.int64)))
+    d = _check_axis(op, dim, a.ndim, a.shape)
+    if a.shape[d] == 0:
+        raise ValueError(f"{op}: cannot reduce over an empty axis (shape {a.shape}, dim {dim})")
+    idx = argfn(a.data, axis=d, keepdims=True)  # NaN counts as the extreme, as in torch
+    values = gather(a, d, idx)
+    if not keepdims:
+        values, idx = reshape(values, values.shape[:d] + values.shape[d + 1:]), idx.squeeze(d)
+    return result(values, Tensor(idx))
+
+
+def max(a, axis=None, keepdims=False, dim=None):
+    """Largest entries. With NumPy's axis= (or none): the values, ties sharing the gradient (as amax).
+    With torch's dim=: a named tuple (values, indices), as torch.max(x, dim)."""
+    if dim is not None and axis is None:
+        return _extreme_dim("max", np.argmax, max_result, a, dim, keepdims)
+    return _extreme("max", np.max, a, axis, keepdims, dim)
+
+
+def min(a, axis=None, keepdims=False, dim=None):
+    """Smallest entries: values with axis= (or none), (values, indices) with dim=; see max."""
+    if dim is not None and axis is None:
+        return _extreme_dim("min", np.argmin, min_result, a, dim, keepdims)
+    return _extreme("min", np.min, a, axis, keepdims, dim)
+
+
+def amax(a, axis=None, keepdims=False, dim=None):
+    """Largest entries over axis (or dim), values only; ties share the gradient equally (as torch.amax)."""
+    return _extreme("amax", np.max, a, axis, keepdims, dim)
+
+
+def amin(a, axis=None, keepdims=False, dim=None):
+    """Smallest entries over axis (or dim), values only (as torch.amin)."""
+    return _extreme("amin", np.min, a, axis, keepdims, dim)
+
+
+def _lse(x, axes):
+    """Stable log-sum-exp with keepdims; rows that are all -inf give -inf (not NaN); an empty batch gives
+    an empty result, an empty axis is an error."""
+    if x.size == 0:
+        ax = axes if isinstance(axes, tuple) else (axes % x.ndim,)
+        if not ax or any(x.shape[i] == 0 for i in ax):
+            raise ValueError(f"logsumexp: cannot reduce over an empty axis (shape {x.shape}, axis {axes})")
+        return np.zeros([1 if i in ax else n for i, n in enumerate(x.shape)], x.dtype)  # empty
+    last = axes == x.ndim - 1 or axes == -1 or axes == (x.ndim - 1,)
+    m = rowmax(x) if last else x.max(axis=axes, keepdims=True)
+    if not np.isfinite(m).all():
+        m = np.where(np.isfinite(m), m, 0)
+    e = np.exp(x - m)
+    with np.errstate(divide="ignore"):
+        return m + np.log(rowsum(e) if last else e.sum(axis=axes, keepdims=True))
+
+
+def logsumexp(a, axis=None, keepdims=False, dim=None):
+    """Stable log(sum(exp(x))) over axis (or dim), as torch.logsumexp; backward: g * softmax(x)."""
+    a = as_tensor(a)
+    axes = _norm_axes(_reduce_axis(axis, dim), a.shape, "logsumexp")
+    x = floating(a.data)
+    out = _lse(x, axes)
+
+    def backward(g):  # d lse = softmax(x)
+        return (_expand_back(g, x.shape, axes, keepdims) * np.exp(x - out),)
+    return make_node(out if keepdims else np.squeeze(out, axes), (a,), backward, "logsumexp")
+
+def argmax(a, axis=None, keepdims=False, dim=None):
+    """Indices of the largest entries over axis (or dim), as an integer Tensor (no gradient)."""
+    axis = _axis(axis, dim)
+    return Tensor(np.argmax(data_of(a), axis=axis, keepdims=keepdims))
+
+
+def argmin(a, axis=None, keepdims=False, dim=None):
+    """Indices of the smallest entries over axis (or dim), as an integer Tensor (no gradient)."""
+    axis = _axis(axis, dim)
+    return Tensor(np.argmin(data_of(a), axis=axis, keepdims=keepdims))
+
+
+def cumsum(a, axis=None, dim=None):
+    """Running sum along one axis (required, as torch's dim)."""
+    a = as_tensor(a)
+    axis = _axis(axis, dim)
+    if axis is None:
+        raise TypeError("cumsum: dim (or axis) is required")
+    if a.ndim == 0:
+        _check_axis("cumsum", axis, 1, a.shape)
+        return make_node(a.data.copy(), (a,), lambda g: (g,), "cumsum")
+    axis = _check_axis("cumsum", axis, a.ndim, a.shape)
+    out = np.cumsum(a.data, axis=axis)
+    # d cumsum: each input feeds every later output, so its gradient is the reversed running sum of g
+    return make_node(out, (a,), lambda g: (np.flip(np.cumsum(np.flip(g, axis), axis=axis), axis),), "cumsum")
+
+
+def prod(a, axis=None, keepdims=False, dim=None):
+    """Product over axes; the gradient is the product of the other factors (exact with zeros)."""
+    a = as_tensor(a)
+    axes = _norm_axes(_axis(axis, dim), a.shape, "prod")
+    x = a.data
+    out = x.prod(axis=axes, keepdims=keepdims)
+
+    def backward(g):  # d prod / d x_i = prod_{j != i} x_j = (product before i) * (product after i)
+        rest = [i for i in range(x.ndim) if i not in axes]
+        xt = x.transpose(rest + list(axes))
+        flat = xt.reshape(xt.shape[:len(rest)] + (-1,))
+        ones = np.ones(flat.shape[:-1] + (1,), x.dtype)
+        before = np.cumprod(np.concatenate([ones, flat[..., :-1]], -1), -1)
+        after = np.flip(np.cumprod(np.concatenate([ones, np.flip(flat, -1)[..., :-1]], -1), -1), -1)
+        others = (before * after).reshape(xt.shape).transpose(np.argsort(rest + list(axes)))
+        return (_expand_back(g, x.shape, axes, keepdims) * others,)
+    return make_node(out, (a,), backward, "prod")
+
+
+def norm(a, p=2, axis=None, keepdims=False, dim=None):
+    """Vector p-norm over axes (all of them by default): p = 1, 2, inf or any p > 0, as torch.linalg.vector_norm.
+
+    The gradient at a zero norm is zero (the subgradient torch picks); for p = inf, ties share it equally.
+    """
+    a = as_tensor(a)
+    if p == "fro":
+        p = 2
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not (p > 0):
+        raise ValueError(f"norm: p must be a positive number, inf or 'fro', got {p!r}")
+    axes = _norm_axes(_axis(axis, dim), a.shape, "norm")
+    x = a.data
+    ax = np.abs(x)
+    if p == math.inf:
+        if x.size == 0:
+            raise ValueError(f"norm: the inf-norm of an empty tensor of shape {x.shape} is undefined")
+        out = ax.max(axis=axes, keepdims=True)
+    elif p == 1:
+        out = ax.sum(axis=axes, keepdims=True)
+    elif p == 2:
+        out = np.sqrt((x * x).sum(axis=axes, keepdims=True))
+    else:
+        out = (ax ** p).sum(axis=axes, keepdims=True) ** (1.0 / p)
+
+    def backward(g):
+        if not keepdims and axes:
+            g = np.expand_dims(g, axes)  # g shaped like the keepdims output, to broadcast against x
+        if p == math.inf:  # sign(x) at the entries that reach the max, shared among ties
+            hit = ax == out
+            return (g * np.sign(x) * hit / hit.sum(axis=axes, keepdims=True),)
+        if p == 1:  # d sum|x| = sign(x)
+            return (g * np.sign(x),)
+        safe = np.where(out == 0, 1, out)
+        if p == 2:  # d ||x|| = x / ||x||
+            return (g * np.where(out == 0, 0, x / safe),)
+        # d (sum |x|^p)^(1/p) = sign(x) |x|^(p-1) / ||x||^(p-1); for p < 1, |x|^(p-1) is infinite at x = 0,
+        # where the subgradient 0 is taken (as torch; never 0 * inf = NaN)
+        ap = np.where(ax > 0, ax, 1) ** (p - 1)
+        return (g * np.where((out == 0) | (ax == 0), 0, np.sign(x) * ap / safe ** (p - 1)),)
+    return make_node(out if keepdims else out.reshape([n for i, n in enumerate(x.shape) if i not in axes]),
+                 (a,), backward, "norm")
+
+
+def std(a, axis=None, keepdims=False, dim=None, correction=1):
+    """Standard deviation, sqrt(var) with `correction` (1 = sample, torch's default).
+
+    Where the spread is zero (constant input) the gradient is 0, the subgradient at the kink (torch gives NaN).
+    """
+    a = as_tensor(a)
+    axes = _norm_axes(_axis(axis, dim), a.shape, "std")
+    x = a.data
+    n = 1
+    for i in axes:
+        n *= x.shape[i]
+    if n - correction <= 0:
+        raise ValueError(f"std: {n} elements with correction {correction} leave no degrees of freedom")
+    xc = x - x.mean(axis=axes, keepdims=True)
+    s = np.sqrt((xc * xc).sum(axis=axes, keepdims=True) / (n - correction))
+
+    def backward(g):  # d std = (x - mean) / ((n - c) std), and 0 where std = 0
+        scale = np.where(s == 0, 0, 1 / ((n - correction) * np.where(s == 0, 1, s)))
+        return (_expand_back(g, x.shape, axes, keepdims) * xc * scale,)
+    return make_node(s if keepdims else s.reshape([k for i, k in enumerate(x.shape) if i not in axes]),
+                 (a,), backward, "std")
