@@ -14,6 +14,7 @@ from .autograd.backward import run_backward
 from .autograd.grad_mode import is_grad_enabled
 from .autograd.versions import _bump_version
 
+
 class Tensor:
     """An n-dimensional array that remembers how it was computed."""
 
@@ -250,7 +251,6 @@ class Tensor:
     def __and__(self, other): return Tensor(self.data & _raw(other))
     def __or__(self, other): return Tensor(self.data | _raw(other))
 
-
     def numel(self):
         """The number of elements (as torch.numel)."""
         return self.data.size
@@ -297,6 +297,7 @@ def _set_tracer(tracer):
     """tools/trace.py's hook: make_node hands every node to `tracer` while it is not None."""
     global _tracer
     _tracer = tracer
+
 
 _new = object.__new__  # Tensor.__new__, without the attribute lookup
 
@@ -347,4 +348,3 @@ def from_numpy(array):
     if not isinstance(array, np.ndarray):
         raise TypeError(f"from_numpy: expected a NumPy array, got {type(array).__name__}")
     return Tensor(array)
-

@@ -264,4 +264,3 @@ def _into_leaf(leaf, g, fresh):
         leaf.grad = g if fresh and type(g) is np.ndarray else np.array(g)
     else:
         leaf.grad += g  # the engine made leaf.grad, so it may add in place
-

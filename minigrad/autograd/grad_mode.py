@@ -7,6 +7,7 @@ import threading
 
 import numpy as np
 
+
 class _GradMode(threading.local):
     enabled = True  # a class attribute: each thread sees True until it sets its own value
 
@@ -89,4 +90,3 @@ class set_grad_enabled(_SetGradMode):
     def __call__(self, fn):  # as a decorator it only sets the mode inside fn: undo the change made above
         _set_grad_mode(self._prev.pop())
         return super().__call__(fn)
-

@@ -89,6 +89,7 @@ class LayerNorm(Module):
 
 class Dropout(Module):
     """Inverted dropout as torch.nn.Dropout: zeroes entries with probability p in training mode only."""
+
     def __init__(self, p=0.5):
         super().__init__()
         if not 0.0 <= p <= 1.0:
@@ -129,6 +130,7 @@ class Sigmoid(_Activation):
 
 class GELU(Module):
     """GELU as a module (torch.nn.GELU): approximate='none' (exact erf) or 'tanh'."""
+
     def __init__(self, approximate="none"):
         super().__init__()
         self.approximate = approximate
@@ -140,6 +142,7 @@ class GELU(Module):
 
 class Softmax(Module):
     """Softmax along `dim` (default -1) as a module (torch.nn.Softmax)."""
+
     def __init__(self, dim=-1):
         super().__init__()
         self.dim = dim

@@ -16,6 +16,7 @@ from ._args import _F64, _binary, _scalar, _shapes_broadcast, _with_scalar, as_t
 
 # ---- elementwise arithmetic --------------------------------------------------------------------
 
+
 def _grad_both(g):  # d(a+b) = (g, g); one function for every add node (no closure to build)
     return g, g
 

@@ -16,6 +16,7 @@ from .shape import nonzero
 
 # ---- elementwise functions ---------------------------------------------------------------------
 
+
 @in_place_backward
 def exp(a):
     """Elementwise e^x; backward: g * e^x."""

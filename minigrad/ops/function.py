@@ -88,7 +88,7 @@ class Function:
                 if gr.shape != t.shape and not (gr.shape == out_shape and _broadcasts(t.shape, out_shape)):
                     raise ValueError(f"{cls.__name__}.backward: gradient {i} has shape {gr.shape}, but input {i} "
                                      f"has shape {t.shape}" + (f" (and the output {out_shape})"
-                                                              if _broadcasts(t.shape, out_shape) else ""))
+                                                               if _broadcasts(t.shape, out_shape) else ""))
                 # the engine may add into a gradient it owns; these may be shared with ctx, so hand out views
                 checked.append(gr.view())
             return checked

@@ -1,7 +1,9 @@
 """Fused kernels: one graph node for a whole hot computation whose backward is short.
 
-softmax and log_softmax, linear (x W^T + b), einsum, cross_entropy, layer_norm and gru_cell. Python
-overhead per node is the enemy of a NumPy engine, so these do whole-array work in a few NumPy calls each.
+softmax and log_softmax, linear (x W^T + b), cross_entropy, layer_norm and gru_cell. Python overhead per node
+is the enemy of a NumPy engine, so these do whole-array work in a few NumPy calls each. Read the plain form
+first: each kernel comes right after `<name>_reference`, the same function composed from ordinary ops (a few
+lines, its gradient from theirs); tests/test_fused_reference.py holds each pair equal, values and gradients.
 """
 import math
 
@@ -12,8 +14,10 @@ from ..dtypes import floating
 from ..fast.blas import arange, colsum, const, rowdot, rowmax, rowsum
 from ..tensor import Tensor, make_node
 from ._args import _all_finite, _axis, _norm_axes, as_tensor
-from .elementwise import _sigmoid
-from .reduce import _lse
+from .elementwise import _sigmoid, sigmoid, tanh
+from .linalg import matmul
+from .reduce import _lse, logsumexp, mean
+from .shape import getitem, transpose
 
 
 # ---- softmax -------------------------------------------------------------------------------------
@@ -29,9 +33,15 @@ def _one_axis(op, axis, dim, x):
     return axes[0] if axes else None
 
 
+def softmax_reference(x, axis=-1):
+    """The plain form of softmax: exp(x - max) / sum(exp(x - max)); the max is a constant shift."""
+    e = (x - x.max(axis, keepdims=True).detach()).exp()
+    return e / e.sum(axis, keepdims=True)
+
+
 @in_place_backward
 def softmax(a, axis=None, dim=None):
-    """Stable softmax along one axis (fused: one node, short backward)."""
+    """Stable softmax along one axis; the fused form of softmax_reference (one node, short backward)."""
     a = as_tensor(a)
     x = floating(a.data)
     axis = _one_axis("softmax", axis, dim, x)
@@ -49,8 +59,14 @@ def softmax(a, axis=None, dim=None):
     return make_node(out, (a,), backward, "softmax")
 
 
+def log_softmax_reference(x, axis=-1):
+    """The plain form of log_softmax: x - logsumexp(x)."""
+    return x - logsumexp(x, axis, keepdims=True)
+
+
 def log_softmax(a, axis=None, dim=None):
-    """Stable log(softmax(x)) along one axis (fused); backward: g - softmax(x) * sum(g)."""
+    """Stable log(softmax(x)) along one axis; the fused form of log_softmax_reference. Backward:
+    g - softmax(x) * sum(g)."""
     a = as_tensor(a)
     x = floating(a.data)
     axis = _one_axis("log_softmax", axis, dim, x)
@@ -87,8 +103,14 @@ def _weight_grad(g2, x2, gw):
     return gw
 
 
+def linear_reference(x, weight, bias=None):
+    """The plain form of linear: x @ W^T + b."""
+    y = matmul(x, transpose(weight))
+    return y if bias is None else y + bias
+
+
 def linear(x, weight, bias=None):
-    """x @ weight.T + bias, with weight (out, in) as in PyTorch; one node for the whole layer."""
+    """x @ weight.T + bias, with weight (out, in) as in PyTorch; the fused form of linear_reference (one node)."""
     x, weight = as_tensor(x), as_tensor(weight)
     xd, w = x.data, weight.data
     if w.ndim != 2 or xd.shape[-1:] != w.shape[1:]:
@@ -125,8 +147,15 @@ def linear(x, weight, bias=None):
 
 # ---- fused losses and normalisation ------------------------------------------------------------
 
+def cross_entropy_reference(logits, target):
+    """The plain form of cross_entropy for (N, C) logits and (N,) class indices: the mean of -log p[target]."""
+    rows = np.arange(logits.shape[0])
+    return -mean(getitem(log_softmax_reference(logits, -1), (rows, np.asarray(target))))
+
+
 def cross_entropy(logits, target, ignore_index=-100, label_smoothing=0.0, reduction="mean"):
-    """Softmax cross-entropy from class indices, as torch.nn.functional.cross_entropy.
+    """Softmax cross-entropy from class indices, as torch.nn.functional.cross_entropy; the fused form of
+    cross_entropy_reference (one node), with ignore_index, label_smoothing and reductions.
 
     logits (N, C) with target (N,), or (C,) with target (), or (N, C, d1, ...) with target (N, d1, ...).
     """
@@ -199,8 +228,18 @@ def cross_entropy(logits, target, ignore_index=-100, label_smoothing=0.0, reduct
     return make_node(out, (logits,), backward, "cross_entropy")  # out keeps the logits' dtype (weak scalars)
 
 
+def layer_norm_reference(x, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """The plain form of layer_norm: (x - mean) / sqrt(var + eps) over the last dims, then * weight + bias."""
+    axes = tuple(range(-len(tuple(normalized_shape)), 0))
+    xc = x - x.mean(axes, keepdims=True)
+    y = xc / ((xc * xc).mean(axes, keepdims=True) + eps).sqrt()
+    y = y if weight is None else y * weight
+    return y if bias is None else y + bias
+
+
 def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
-    """Normalise over the trailing `normalized_shape` dims, then scale and shift (one node)."""
+    """Normalise over the trailing `normalized_shape` dims, then scale and shift; the fused form of
+    layer_norm_reference (one node)."""
     if isinstance(normalized_shape, int):
         normalized_shape = (normalized_shape,)
     normalized_shape = tuple(normalized_shape)
@@ -278,8 +317,21 @@ def _safe_rstd(xc, var, rstd, axes, eps):
     return np.where(bad, scaled, rstd).astype(rstd.dtype, copy=False)
 
 
+def gru_cell_reference(x, h, weight_ih, weight_hh, bias_ih=None, bias_hh=None):
+    """The plain form of gru_cell (torch.nn.GRUCell's equations, gates r, z, n):
+    r = sigmoid(W_ir x + W_hr h), z = sigmoid(W_iz x + W_hz h), n = tanh(W_in x + r * (W_hn h)),
+    h' = (1 - z) n + z h (each product with its bias)."""
+    gi, gh = linear_reference(x, weight_ih, bias_ih), linear_reference(h, weight_hh, bias_hh)
+    H = h.shape[-1]
+    r = sigmoid(gi[..., :H] + gh[..., :H])
+    z = sigmoid(gi[..., H:2 * H] + gh[..., H:2 * H])
+    n = tanh(gi[..., 2 * H:] + r * gh[..., 2 * H:])
+    return (1 - z) * n + z * h
+
+
 def gru_cell(x, h, weight_ih, weight_hh, bias_ih=None, bias_hh=None):
-    """One GRU step as torch.nn.GRUCell (gates r, z, n stacked in that order), as one node.
+    """One GRU step as torch.nn.GRUCell (gates r, z, n stacked in that order); the fused form of
+    gru_cell_reference (one node).
 
     r = s(Wir x + bir + Whr h + bhr), z = s(Wiz x + biz + Whz h + bhz),
     n = tanh(Win x + bin + r (Whn h + bhn)), h' = (1 - z) n + z h.   x (..., I), h (..., H) -> (..., H).

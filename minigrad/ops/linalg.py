@@ -7,6 +7,7 @@ from ._args import as_tensor
 
 # ---- matrix products ---------------------------------------------------------------------------
 
+
 def _mm(x, y):
     """x @ y for stacks of matrices; a contraction over one element is a broadcast product, which
     NumPy's matmul does slowly (e.g. (B, S, 1) @ (B, 1, D) in the backward of one decoder query)."""
@@ -143,7 +144,7 @@ def _tri(op, f, a, diagonal):
         raise ValueError(f"{op}: input must have at least 2 dims (..., rows, cols), got shape {a.shape}")
     keep = f(np.ones(a.shape[-2:], bool), diagonal)
     return make_node(np.where(keep, a.data, 0).astype(a.dtype, copy=False), (a,),
-                 lambda g: (g * keep,), op)  # the gradient keeps the same triangle
+                     lambda g: (g * keep,), op)  # the gradient keeps the same triangle
 
 
 def tril(a, diagonal=0):

@@ -15,6 +15,7 @@ from .shape import gather, reshape
 
 # ---- reductions --------------------------------------------------------------------------------
 
+
 def _expand_back(g, shape, axes, keepdims):
     """Broadcast a reduced gradient back to the input's shape (a read-only view)."""
     if not keepdims and axes:
@@ -28,7 +29,7 @@ def sum(a, axis=None, keepdims=False, dim=None):
     axes = _norm_axes(_reduce_axis(axis, dim), a.shape, "sum")
     shape = a.shape
     return make_node(a.data.sum(axis=axes, keepdims=keepdims), (a,),
-                 lambda g: (_expand_back(g, shape, axes, keepdims),), "sum")  # g copied to every summand
+                     lambda g: (_expand_back(g, shape, axes, keepdims),), "sum")  # g copied to every summand
 
 
 def mean(a, axis=None, keepdims=False, dim=None):
@@ -42,7 +43,7 @@ def mean(a, axis=None, keepdims=False, dim=None):
     if n == 0:
         raise ValueError(f"mean: cannot average over an empty axis of shape {shape}")
     return make_node(floating(a.data).mean(axis=axes, keepdims=keepdims), (a,),
-                 lambda g: (_expand_back(g / n, shape, axes, keepdims),), "mean")  # g / n each
+                     lambda g: (_expand_back(g / n, shape, axes, keepdims),), "mean")  # g / n each
 
 
 def var(a, axis=None, keepdims=False, dim=None, correction=1):
@@ -79,7 +80,7 @@ def _extreme(op, reduce, a, axis, keepdims, dim):
         share = hit / hit.sum(axis=axes, keepdims=True)
         return (_expand_back(g, x.shape, axes, keepdims) * share,)
     return make_node(out if keepdims else out.reshape([n for i, n in enumerate(x.shape) if i not in axes]),
-                 (a,), backward, op)
+                     (a,), backward, op)
 
 
 # max(dim=) / min(dim=) return (values, indices) as torch.max(x, dim) does
@@ -160,6 +161,7 @@ def logsumexp(a, axis=None, keepdims=False, dim=None):
     def backward(g):  # d lse = softmax(x)
         return (_expand_back(g, x.shape, axes, keepdims) * np.exp(x - out),)
     return make_node(out if keepdims else np.squeeze(out, axes), (a,), backward, "logsumexp")
+
 
 def argmax(a, axis=None, keepdims=False, dim=None):
     """Indices of the largest entries over axis (or dim), as an integer Tensor (no gradient)."""
@@ -247,7 +249,7 @@ def norm(a, p=2, axis=None, keepdims=False, dim=None):
         ap = np.where(ax > 0, ax, 1) ** (p - 1)
         return (g * np.where((out == 0) | (ax == 0), 0, np.sign(x) * ap / safe ** (p - 1)),)
     return make_node(out if keepdims else out.reshape([n for i, n in enumerate(x.shape) if i not in axes]),
-                 (a,), backward, "norm")
+                     (a,), backward, "norm")
 
 
 def std(a, axis=None, keepdims=False, dim=None, correction=1):
@@ -270,4 +272,4 @@ def std(a, axis=None, keepdims=False, dim=None, correction=1):
         scale = np.where(s == 0, 0, 1 / ((n - correction) * np.where(s == 0, 1, s)))
         return (_expand_back(g, x.shape, axes, keepdims) * xc * scale,)
     return make_node(s if keepdims else s.reshape([k for i, k in enumerate(x.shape) if i not in axes]),
-                 (a,), backward, "std")
+                     (a,), backward, "std")

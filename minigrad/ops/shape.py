@@ -227,7 +227,6 @@ def split(a, split_size_or_sections, dim=0):
     return tuple(pieces)
 
 
-
 def chunk(a, chunks, dim=0):
     """`chunks` pieces along `dim` of size ceil(n / chunks) each, as torch.chunk (there may be fewer)."""
     a = as_tensor(a)
@@ -237,7 +236,6 @@ def chunk(a, chunks, dim=0):
         raise ValueError("chunk: a 0-d tensor has no dim to split")
     n = a.shape[_check_axis("chunk", dim, a.ndim, a.shape)]
     return split(a, max(1, -(-n // chunks)), dim)
-
 
 
 def tile(a, *dims):

@@ -3,6 +3,7 @@ import numpy as np
 
 from .optimizer import Optimizer
 
+
 class Adagrad(Optimizer):
     """Divide by the root of the summed squared gradients (Duchi et al.), with lr decaying as
     lr / (1 + (step - 1) lr_decay), as torch.optim.Adagrad (whose state exists from the start)."""

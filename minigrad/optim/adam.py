@@ -6,6 +6,7 @@ import numpy as np
 from ..fast.blas import const
 from .optimizer import Optimizer
 
+
 class Adam(Optimizer):
     """Adam (Kingma & Ba) with bias correction; weight_decay adds wd * p to the gradient (L2); amsgrad keeps
     the running max of the second moment (Reddi et al.)."""
@@ -34,7 +35,9 @@ class Adam(Optimizer):
                 state["max_exp_avg_sq"] = np.zeros_like(p.data)
         state["step"] += 1
         t, m, v = state["step"], state["exp_avg"], state["exp_avg_sq"]
-        dt = g.dtype  # the numbers as 0-d constants (blas.const: cheaper operands); in place where it may be
+        # the plain form, computed below in place and with the numbers as cached 0-d constants (fast.blas.const):
+        #   m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;  p -= lr / (1 - b1^t) * m / (sqrt(v / (1 - b2^t)) + eps)
+        dt = g.dtype
         m *= const(b1, dt)
         m += const(1 - b1, dt) * g
         v *= const(b2, dt)

@@ -5,6 +5,7 @@ import numpy as np
 
 from ..tensor import Tensor
 
+
 def clip_grad_norm_(params, max_norm, norm_type=2.0):
     """Scale all gradients together so their global norm (L2 by default; any p >= 1, or inf for the largest
     magnitude) is at most max_norm; return the norm before. params: a Tensor or an iterable of them."""

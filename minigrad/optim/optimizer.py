@@ -12,6 +12,7 @@ import numpy as np
 from ..autograd.versions import _bump_version
 from ..tensor import Tensor
 
+
 class Optimizer:
     """Base class: parameter groups (a list of dicts with per-group options), state per parameter, step()."""
 

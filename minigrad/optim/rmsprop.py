@@ -3,6 +3,7 @@ import numpy as np
 
 from .optimizer import Optimizer
 
+
 class RMSprop(Optimizer):
     """Divide by a running RMS of the gradient (Hinton); centered subtracts the running mean's square,
     momentum accumulates the scaled step, as torch.optim.RMSprop."""

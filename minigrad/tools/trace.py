@@ -137,4 +137,3 @@ class Trace:
 def trace(print_on_exit=True, limit=25):
     """Record every op's forward and backward inside a `with` block; see Trace."""
     return Trace(print_on_exit, limit)
-
