@@ -5,7 +5,8 @@ efficient.py (restricted and memory-efficient attention); distributions.py, hard
 (hard attention trained by REINFORCE); tasks/ holds the toy data sets.
 """
 from .functional import masked_softmax, scaled_dot_product_attention  # noqa: F401
-from .masks import causal_mask, key_padding_to_attn_mask, padding_mask_from_lengths  # noqa: F401
+from .masks import (attended_pairs, causal_mask, fixed_mask, global_token_mask, key_padding_to_attn_mask,  # noqa: F401
+                    padding_mask_from_lengths, sliding_window_mask, sliding_window_reference_mask, strided_mask)
 from .multihead import MultiHeadAttention  # noqa: F401
 from .scores import (SCORES, AdditiveScore, Attention, CosineScore, DotScore, GeneralScore, ScaledDotScore,  # noqa: F401
                      Score, dot_score, make_score, scaled_dot_score)
@@ -17,9 +18,8 @@ from .hard import fifty_percent_trick, gumbel_softmax, hard_attention, policy_in
 from .reinforce import (MovingAverageBaseline, Rollout, Trainer, ValueBaseline, hybrid_loss,  # noqa: F401
                         make_baseline, reinforce_loss)
 from . import reinforce  # noqa: F401
-from .local import (LocalScore, LuongLocalAttention, attended_pairs, fixed_attention, fixed_mask,  # noqa: F401
-                    global_token_mask, sliding_window_attention, sliding_window_mask, sliding_window_reference_mask,
-                    strided_mask)
+from .local import fixed_attention, sliding_window_attention  # noqa: F401
+from .luong import LocalScore, LuongLocalAttention  # noqa: F401
 from .efficient import memory_efficient_attention  # noqa: F401
 from .glimpse import (HardGlimpseNet, PatchGrid, RecurrentAttentionModel, SoftGlimpseNet, conv2d,  # noqa: F401
                       glimpse_sensor)

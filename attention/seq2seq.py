@@ -22,7 +22,7 @@ from minigrad.nn import Embedding, GRUCell, Linear, Module
 from minigrad.rnn import gru_sequence
 from minigrad.tensor import Tensor
 
-from .local import LOCAL_MODES, LuongLocalAttention
+from .luong import LOCAL_MODES, LuongLocalAttention
 from .masks import padding_mask_from_lengths
 from .scores import Attention, Score, make_score
 from .tasks import BOS, EOS, PAD
@@ -50,7 +50,7 @@ class Seq2Seq(Module):
         if bidirectional:
             self.enc_bwd = GRUCell(emb_dim, enc_hidden)
         self.bridge = Linear(self.enc_dim, dec_hidden)  # final encoder state -> first decoder state
-        if isinstance(attention, str) and attention in LOCAL_MODES:  # Luong's local-m / local-p (local.py)
+        if isinstance(attention, str) and attention in LOCAL_MODES:  # Luong's local-m / local-p (luong.py)
             attention = LuongLocalAttention(attention, dec_hidden, self.enc_dim)
         if attention is None or attention == "none":
             self.attn, ctx = None, 0
