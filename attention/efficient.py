@@ -1,12 +1,5 @@
 """Exact attention in O(L * chunk) memory: the chunked online softmax of Rabe & Staats 2021 ("Self-attention
 does not need O(n^2) memory") and FlashAttention's backward (Dao et al. 2022), in NumPy.
-
-Forward: the keys are read chunk by chunk; each query row keeps a running max m, a running sum l of
-exp(s - m) and a running output acc, rescaled by exp(m_old - m_new) when the max grows. Only the output and
-the per-row log-sum-exp lse = m + log l are stored. Backward recomputes each chunk's weights as
-p = exp(s - lse) and uses sum_j p_ij dp_ij = g_i . out_i, so no L x S array ever exists.
-The masking rules are scaled_dot_product_attention's: masked scores are selected out (np.where), a row with
-nothing to attend gives zeros with zero gradients, and a NaN or inf a query may not attend cannot reach it.
 """
 import math
 
@@ -18,6 +11,13 @@ from minigrad.ops import as_tensor
 from ._nonfinite import any_nonfinite, masked_matmul, quiet
 from .functional import check_qkv
 from .masks import prepare_masks
+
+# Forward: the keys are read chunk by chunk; each query row keeps a running max m, a running sum l of
+# exp(s - m) and a running output acc, rescaled by exp(m_old - m_new) when the max grows. Only the output and
+# the per-row log-sum-exp lse = m + log l are stored. Backward recomputes each chunk's weights as
+# p = exp(s - lse) and uses sum_j p_ij dp_ij = g_i . out_i, so no L x S array ever exists.
+# The masking rules are scaled_dot_product_attention's: masked scores are selected out (np.where), a row with
+# nothing to attend gives zeros with zero gradients, and a NaN or inf a query may not attend cannot reach it.
 
 
 def _cols(m, rows, c0, c1):

@@ -1,12 +1,5 @@
-"""Multi-head attention (Vaswani et al. 2017, "Attention Is All You Need", sec. 3.2.2).
-
-Parameters carry the names, shapes and initialisation of torch.nn.MultiheadAttention, so a PyTorch
-model's state dict loads unchanged. Batch-first, with nanoGPT's letters: B batch, T (or L / S) time,
-C = embed_dim channels, H heads of D = C // H features each; head h owns features [h D, (h + 1) D).
-
-One difference from torch.nn.MultiheadAttention on purpose: a boolean attn_mask is True where a query
-*may* attend (the polarity of scaled_dot_product_attention and of this whole package); PyTorch's module
-uses the opposite. key_padding_mask keeps PyTorch's meaning (True = padding, ignored).
+"""Multi-head attention (Vaswani et al. 2017, "Attention Is All You Need", sec. 3.2.2), with the parameters of
+torch.nn.MultiheadAttention (a PyTorch state dict loads unchanged) and a choice of kernel for the heads.
 """
 import numpy as np
 
@@ -18,6 +11,14 @@ from .efficient import attend_chunked
 from .functional import attend
 from .local import sliding_window_attention
 from .masks import mha_masks
+
+# Parameters carry the names, shapes and initialisation of torch.nn.MultiheadAttention, so a PyTorch
+# model's state dict loads unchanged. Batch-first, with nanoGPT's letters: B batch, T (or L / S) time,
+# C = embed_dim channels, H heads of D = C // H features each; head h owns features [h D, (h + 1) D).
+#
+# One difference from torch.nn.MultiheadAttention on purpose: a boolean attn_mask is True where a query
+# *may* attend (the polarity of scaled_dot_product_attention and of this whole package); PyTorch's module
+# uses the opposite. key_padding_mask keeps PyTorch's meaning (True = padding, ignored).
 
 PATHS = ("dense", "window", "efficient")  # MultiHeadAttention(attention=...): how the heads attend
 
