@@ -1,11 +1,13 @@
 """attention: the classic attention mechanisms on top of minigrad.
 
-Read masks.py, scores.py, functional.py, multihead.py, transformer.py, seq2seq.py (soft attention); local.py and
-efficient.py (restricted and memory-efficient attention); distributions.py, hard.py, reinforce.py, glimpse.py
-(hard attention trained by REINFORCE); tasks/ holds the toy data sets.
+Read masks.py, scores.py, functional.py, multihead.py, transformer.py, seq2seq.py, luong.py (soft attention);
+local.py and efficient.py (restricted and memory-efficient attention); distributions.py, hard.py, reinforce.py,
+glimpse/ (hard attention trained by REINFORCE); tasks/ holds the toy data sets, tokens.py the ids they share.
 """
 from .functional import masked_softmax, scaled_dot_product_attention  # noqa: F401
-from .masks import causal_mask, key_padding_to_attn_mask, padding_mask_from_lengths  # noqa: F401
+from .masks import (attended_pairs, causal_mask, fixed_mask, global_token_mask,  # noqa: F401
+                    key_padding_to_attn_mask, padding_mask_from_lengths, sliding_window_mask,
+                    sliding_window_reference_mask, strided_mask)
 from .multihead import MultiHeadAttention  # noqa: F401
 from .scores import (SCORES, AdditiveScore, Attention, CosineScore, DotScore, GeneralScore, ScaledDotScore,  # noqa: F401
                      Score, dot_score, make_score, scaled_dot_score)
@@ -13,13 +15,12 @@ from .transformer import (LearnedPositionalEncoding, SinusoidalPositionalEncodin
                           TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer, sinusoidal_table)
 from .seq2seq import Seq2Seq  # noqa: F401
 from .distributions import Categorical, Normal  # noqa: F401
-from .hard import fifty_percent_trick, gumbel_softmax, hard_attention, policy_input  # noqa: F401
-from .reinforce import (MovingAverageBaseline, Rollout, Trainer, ValueBaseline, hybrid_loss,  # noqa: F401
-                        make_baseline, reinforce_loss)
+from .hard import Rollout, fifty_percent_trick, gumbel_softmax, hard_attention, policy_input  # noqa: F401
+from .reinforce import (MovingAverageBaseline, Trainer, ValueBaseline, hybrid_loss, make_baseline,  # noqa: F401
+                        reinforce_loss)
 from . import reinforce  # noqa: F401
-from .local import (LocalScore, LuongLocalAttention, attended_pairs, fixed_attention, fixed_mask,  # noqa: F401
-                    global_token_mask, sliding_window_attention, sliding_window_mask, sliding_window_reference_mask,
-                    strided_mask)
+from .local import fixed_attention, sliding_window_attention  # noqa: F401
+from .luong import LocalScore, LuongLocalAttention  # noqa: F401
 from .efficient import memory_efficient_attention  # noqa: F401
 from .glimpse import (HardGlimpseNet, PatchGrid, RecurrentAttentionModel, SoftGlimpseNet, conv2d,  # noqa: F401
                       glimpse_sensor)

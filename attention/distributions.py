@@ -1,24 +1,22 @@
-"""Categorical and Normal policies in torch.distributions' vocabulary, for hard attention.
-
-    d = Categorical(logits=scores)        # scores (..., K): one distribution per leading index
-    a = d.sample()                        # (...,) int64, a CONSTANT: no graph, no gradient
-    d.log_prob(a), d.entropy()            # (...,) differentiable in the logits
-    d.mode(), d.probs                     # argmax (deterministic evaluation), softmax(logits)
-
-    d = Normal(loc, scale)                # loc, scale broadcast; a learned scale is floored at min_scale
-    x = d.sample()                        # loc + scale * eps computed outside the graph: a constant
-    d.log_prob(x), d.entropy(), d.mean    # log_prob is elementwise: sum it over a location's coordinates
-
-REINFORCE differentiates log_prob at a sampled constant, never the sample itself (Williams 1992); that is
-the one rule that keeps hard attention's graph honest (reinforce.py turns it into a surrogate loss).
+"""Categorical and Normal policies in torch.distributions' vocabulary, for hard attention. A sample is a
+constant (no graph); log_prob and entropy are differentiable in the parameters, which is all REINFORCE
+(Williams 1992) needs: it differentiates log_prob at a sampled constant, never the sample itself.
 """
 import math
 
 import numpy as np
 
-from minigrad import ops
+from minigrad import Tensor, get_default_dtype, ops
 from minigrad.random import get_rng
-from minigrad import Tensor, get_default_dtype
+
+#     d = Categorical(logits=scores)        # scores (..., K): one distribution per leading index
+#     a = d.sample()                        # (...,) int64, a CONSTANT: no graph, no gradient
+#     d.log_prob(a), d.entropy()            # (...,) differentiable in the logits
+#     d.mode(), d.probs                     # argmax (deterministic evaluation), softmax(logits)
+#
+#     d = Normal(loc, scale)                # loc, scale broadcast; a learned scale is floored at min_scale
+#     x = d.sample()                        # loc + scale * eps computed outside the graph: a constant
+#     d.log_prob(x), d.entropy(), d.mean    # log_prob is elementwise: sum it over a location's coordinates
 
 _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 

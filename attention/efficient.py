@@ -1,12 +1,5 @@
 """Exact attention in O(L * chunk) memory: the chunked online softmax of Rabe & Staats 2021 ("Self-attention
 does not need O(n^2) memory") and FlashAttention's backward (Dao et al. 2022), in NumPy.
-
-Forward: the keys are read chunk by chunk; each query row keeps a running max m, a running sum l of
-exp(s - m) and a running output acc, rescaled by exp(m_old - m_new) when the max grows. Only the output and
-the per-row log-sum-exp lse = m + log l are stored. Backward recomputes each chunk's weights as
-p = exp(s - lse) and uses sum_j p_ij dp_ij = g_i . out_i, so no L x S array ever exists.
-The masking rules are scaled_dot_product_attention's: masked scores are selected out (np.where), a row with
-nothing to attend gives zeros with zero gradients, and a NaN or inf a query may not attend cannot reach it.
 """
 import math
 
@@ -15,8 +8,16 @@ import numpy as np
 from minigrad import Tensor, make_node
 from minigrad.ops import as_tensor
 
-from .functional import _check_qkv, _masked_matmul, _quiet
+from ._nonfinite import any_nonfinite, masked_matmul, quiet
+from .functional import check_qkv
 from .masks import prepare_masks
+
+# Forward: the keys are read chunk by chunk; each query row keeps a running max m, a running sum l of
+# exp(s - m) and a running output acc, rescaled by exp(m_old - m_new) when the max grows. Only the output and
+# the per-row log-sum-exp lse = m + log l are stored. Backward recomputes each chunk's weights as
+# p = exp(s - lse) and uses sum_j p_ij dp_ij = g_i . out_i, so no L x S array ever exists.
+# The masking rules are scaled_dot_product_attention's: masked scores are selected out (np.where), a row with
+# nothing to attend gives zeros with zero gradients, and a NaN or inf a query may not attend cannot reach it.
 
 
 def _cols(m, rows, c0, c1):
@@ -75,7 +76,7 @@ def _forward(ch, v, dirty):
             p = np.where(a, p, zero)
         ssum[..., r0:, :] = ssum[..., r0:, :] * alpha + p.sum(axis=-1, keepdims=True)
         vc = v[..., c0:c1, :]
-        pv = _masked_matmul(p, vc, np.broadcast_to(a, p.shape)) if dirty else p @ vc
+        pv = masked_matmul(p, vc, np.broadcast_to(a, p.shape)) if dirty else p @ vc
         acc[..., r0:, :] = acc[..., r0:, :] * alpha + pv
         mx[..., r0:, :] = m_new
     empty = ssum == 0
@@ -103,17 +104,17 @@ def _backward(g, ch, v, out, lse, scale, need, bias_shape, dirty):
             p = np.where(A, p, zero)
         gr = g[..., r0:, :]
         if need[2]:                                          # out = p v
-            dv[..., c0:c1, :] += _masked_matmul(T(p), gr, T(A)) if dirty else T(p) @ gr
+            dv[..., c0:c1, :] += masked_matmul(T(p), gr, T(A)) if dirty else T(p) @ gr
         # d softmax: p * (dp - sum_j p dp)
         ds = (gr @ T(v[..., c0:c1, :]) - dsum[..., r0:, :]) * p
         if dirty:
             ds = np.where(A, ds, zero)
         if need[0]:                                          # s = (q scale) k^T
             kc = k[..., c0:c1, :]
-            dq[..., r0:, :] += (_masked_matmul(ds, kc, A) if dirty else ds @ kc) * scale
+            dq[..., r0:, :] += (masked_matmul(ds, kc, A) if dirty else ds @ kc) * scale
         if need[1]:
             qr = qs[..., r0:, :]
-            dk[..., c0:c1, :] += _masked_matmul(T(ds), qr, T(A)) if dirty else T(ds) @ qr
+            dk[..., c0:c1, :] += masked_matmul(T(ds), qr, T(A)) if dirty else T(ds) @ qr
         if need[3]:
             db[..., r0:, c0:c1] = ds
     return dq, dk, dv, db
@@ -131,31 +132,31 @@ def memory_efficient_attention(query, key, value, attn_mask=None, is_causal=Fals
     q, k, v = as_tensor(query), as_tensor(key), as_tensor(value)
     if isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1:
         raise ValueError(f"{fn}: chunk_size must be an integer >= 1, got {chunk_size!r}")
-    shape = _check_qkv(q, k, v)
+    shape = check_qkv(q, k, v)
     if is_causal and attn_mask is not None:
         raise ValueError(f"{fn}: give attn_mask or is_causal=True, not both "
                          f"(fold the causal rule into attn_mask with attention.causal_mask)")
     allowed, bias = (None, None) if is_causal else prepare_masks(attn_mask, False, shape, q.dtype)
-    return _attend_chunked(q, k, v, allowed, bias, is_causal, scale, int(chunk_size))
+    return attend_chunked(q, k, v, allowed, bias, is_causal, scale, int(chunk_size))
 
 
-def _attend_chunked(q, k, v, allowed, bias, is_causal, scale, chunk_size):
-    """The node: an allowed bool array and/or a float bias Tensor, and/or the causal rule (MultiHeadAttention
-    passes key padding and is_causal together)."""
+def attend_chunked(q, k, v, allowed, bias, is_causal, scale, chunk_size):
+    """The node of memory_efficient_attention on checked arguments: an allowed bool array and/or a float bias
+    Tensor, and/or the causal rule (MultiHeadAttention passes key padding and is_causal together)."""
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
     masked = allowed is not None or is_causal
-    dirty = masked and not (np.isfinite(q.data).all() and np.isfinite(k.data).all() and np.isfinite(v.data).all())
+    dirty = masked and any_nonfinite(q.data, k.data, v.data)
     ch = _Chunks(q.data * scale, k.data, allowed, None if bias is None else bias.data, is_causal, chunk_size)
-    with _quiet(dirty):
+    with quiet(dirty):
         out, lse = _forward(ch, v.data, dirty)
     with_bias = isinstance(bias, Tensor) and bias.requires_grad
     parents = (q, k, v) + ((bias,) if with_bias else ())
     shape = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2]) + (q.shape[-2], k.shape[-2])
 
     def backward(g):  # (dq, dk, dv[, dmask]); the engine sums broadcast batch dims back
-        d = dirty or (masked and not np.isfinite(g).all())
+        d = dirty or (masked and any_nonfinite(g))
         need = (q.requires_grad, k.requires_grad, v.requires_grad, with_bias)
-        with _quiet(d):
+        with quiet(d):
             dq, dk, dv, db = _backward(g, ch, v.data, out, lse, scale, need, shape, d)
         return (dq, dk, dv) + ((db,) if with_bias else ())
     return make_node(out, parents, backward, "memory_efficient_attention")

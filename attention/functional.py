@@ -1,79 +1,40 @@
-"""Scaled dot-product attention as one fused op, and a masked softmax for the score-function path.
-
-The reference semantics are PyTorch's `torch.nn.functional.scaled_dot_product_attention`
-(docs: "Applies scaled dot product attention ... attn_weight = softmax(Q K^T * scale + bias) V"),
-except that masked scores are *selected out* (np.where), never added, so a row with nothing to attend
-to (including every row when there are no keys, S = 0) gives zeros, and NaN/inf in a masked position
-cannot reach the output or the gradients: a query's output, and what flows back through it, depends only
-on the keys and values it may attend (see "Non-finite values and masks" below).
-Mask polarity and causal alignment: see masks.py (the one place they are written down).
+"""Scaled dot-product attention (Vaswani et al. 2017, sec. 3.2.1) as one fused op with a hand-written
+backward, and a masked softmax for the score-function path (scores.py).
 """
 import math
-from contextlib import nullcontext
 
 import numpy as np
 
-from minigrad import Tensor, make_node
+from minigrad import make_node
 from minigrad.fast.blas import rowdot, rowmax, rowsum
 from minigrad.autograd import in_place_backward
 from minigrad.ops import as_tensor
 from minigrad.random import get_rng
 
+from ._nonfinite import any_nonfinite, masked_matmul, quiet
 from .masks import (as_bool_mask, as_mask_array, causal_mask, check_broadcast, key_padding_to_attn_mask,  # noqa: F401
                     padding_mask_from_lengths, prepare_masks)
 
+# PyTorch's torch.nn.functional.scaled_dot_product_attention is the reference ("attn_weight = softmax(Q K^T *
+# scale + bias) V"), except that masked scores are *selected out* (np.where), never added: a row with nothing
+# to attend (every row when there are no keys, S = 0) gives zeros, and a NaN/inf in a masked position cannot
+# reach the output or the gradients (the rule of _nonfinite.py). Mask polarity and causal alignment: masks.py.
+
 
 # ---- the NumPy kernels: forward and backward side by side ------------------------------------------
-#
-# Non-finite values and masks. A product over keys (p @ v, ds @ k) or over queries (p^T @ g, ds^T @ q)
-# meets 0 * inf = NaN wherever a masked pair (weight exactly 0) hits a non-finite key, value, query or
-# incoming gradient row; so does a softmax row whose allowed scores hold a NaN (its max is NaN). The rule
-# kept here: a term (query i, key j) counts only if i may attend j. So for each query, its output and the
-# gradients that flow through it depend only on the keys and values it may attend: a NaN or inf it may
-# attend still shows up (in its row, and in the gradients of what it attends), one it may not cannot.
-# The common case pays only for cheap checks: `dirty` is set when a mask is in use and q, k or v holds a
-# non-finite entry, or a row's max score is NaN or +inf (overflow), or an incoming gradient is non-finite.
-# Only then do the weights get np.where(allowed, ., 0) and the products over keys/queries go through
-# _masked_matmul, which is an ordinary matmul on the non-finite entries zeroed plus, for the few rows
-# holding them, the masked sum of their exact terms.
 
 def _as_2d_mask(allowed):
     """A bool mask of rank < 2 (broadcasting over the last axes) as rank 2, so it can be transposed."""
     return allowed if allowed.ndim >= 2 else allowed.reshape((1,) * (2 - allowed.ndim) + allowed.shape)
 
 
-def _masked_matmul(P, X, A):
-    """P (..., M, N) @ X (..., N, K) where the term P[m, n] X[n, k] counts only if A[m, n] (A broadcasts
-    to P; P must be 0 where A is False). Non-finite entries of X reach only the rows m allowed to see them."""
-    bad = ~np.isfinite(X)
-    if not bad.any():
-        return P @ X
-    zero = np.zeros((), X.dtype)
-    out = P @ np.where(bad, zero, X)                            # the finite part, as one matmul
-    N, K = X.shape[-2], X.shape[-1]
-    rows = np.flatnonzero(bad.any(axis=-1).reshape(-1, N).any(axis=0))  # the n holding a non-finite entry
-    Xn = np.where(bad, X, zero)                                 # the non-finite part only
-    A = np.broadcast_to(A, A.shape[:-2] + P.shape[-2:])
-    step = max(1, N // max(K, 1))                               # temporaries no larger than P
-    for c0 in range(0, len(rows), step):
-        c = rows[c0:c0 + step]
-        terms = P[..., :, c, None] * Xn[..., None, c, :]        # (..., M, c, K); callers silence 0 * inf
-        out = out + np.where(A[..., :, c, None], terms, zero).sum(axis=-2)
-    return out
-
-
-def _quiet(dirty):
-    """In the non-finite path, 0 * inf and inf - inf are expected (and selected out or meant): no warnings."""
-    return np.errstate(invalid="ignore") if dirty else nullcontext()
-
-
-def _forward(q, k, v, allowed, bias, scale, dropout_p, rng):
-    """softmax(q k^T * scale + bias, selected by allowed) [dropout] @ v; returns (out, p, cache)."""
+def sdpa_forward(q, k, v, allowed, bias, scale, dropout_p, rng):
+    """softmax(q k^T * scale + bias, selected by allowed) [dropout] @ v on arrays; returns (out, p, cache)."""
     dirty = False
     if allowed is not None:
         allowed = _as_2d_mask(allowed)
-        dirty = not (np.isfinite(k).all() and np.isfinite(v).all() and np.isfinite(q).all())
-    with _quiet(dirty):
+        dirty = any_nonfinite(k, v, q)
+    with quiet(dirty):
         return _forward_kernel(q, k, v, allowed, bias, scale, dropout_p, rng, dirty)
 
 
@@ -111,7 +72,7 @@ def _forward_kernel(q, k, v, allowed, bias, scale, dropout_p, rng, dirty):
     if dropout_p > 0.0:
         keep = (rng.random(p.shape) >= dropout_p) * np.array(1.0 / (1.0 - dropout_p), p.dtype)  # (..., L, S)
         pd = p * keep
-    out = _masked_matmul(pd, v, allowed) if dirty else pd @ v  # (..., L, Ev)
+    out = masked_matmul(pd, v, allowed) if dirty else pd @ v  # (..., L, Ev)
     return out, p, (qs, k, v, p, pd, keep, out, allowed, dirty)
 
 
@@ -119,19 +80,19 @@ def _backward_scores(ds, cache, scale, need, dirty, allowed):
     """From ds = dL/d(scores before masking) (..., L, S): (dq, dk, dbias) for the flags in need."""
     qs, k = cache[0], cache[1]
     if dirty:                                                     # sums that skip masked pairs
-        dq = _masked_matmul(ds, k, allowed) * scale if need[0] else None
-        dk = _masked_matmul(np.swapaxes(ds, -1, -2), qs, np.swapaxes(allowed, -1, -2)) if need[1] else None
+        dq = masked_matmul(ds, k, allowed) * scale if need[0] else None
+        dk = masked_matmul(np.swapaxes(ds, -1, -2), qs, np.swapaxes(allowed, -1, -2)) if need[1] else None
     else:
         dq = (ds @ k) * scale if need[0] else None                # s = (q scale) k^T
         dk = np.swapaxes(ds, -1, -2) @ qs if need[1] else None
     return dq, dk, (ds if need[2] else None)
 
 
-def _backward_out(g, cache, scale, need):
-    """dL/d(q, k, v, bias) from g = dL/d(out) (..., L, Ev); need = 4 flags."""
+def sdpa_backward(g, cache, scale, need):
+    """dL/d(q, k, v, bias) from g = dL/d(out) (..., L, Ev) and sdpa_forward's cache; need = 4 flags."""
     allowed, dirty = cache[7], cache[8]
-    dirty = dirty or (allowed is not None and not np.isfinite(g).all())
-    with _quiet(dirty):
+    dirty = dirty or (allowed is not None and any_nonfinite(g))
+    with quiet(dirty):
         return _backward_out_kernel(g, cache, scale, need, dirty)
 
 
@@ -146,7 +107,7 @@ def _backward_out_kernel(g, cache, scale, need, dirty):
             allowed = allowed & live
     if need[2]:                                                   # out = pd v
         pdt = np.swapaxes(pd, -1, -2)
-        dv = _masked_matmul(pdt, g, np.swapaxes(allowed, -1, -2)) if dirty else pdt @ g
+        dv = masked_matmul(pdt, g, np.swapaxes(allowed, -1, -2)) if dirty else pdt @ g
     else:
         dv = None
     if not (need[0] or need[1] or need[3]):
@@ -170,11 +131,11 @@ def _backward_weights(gp, cache, scale, need):
         ds = gp * p
     r = rowsum(ds)
     # a non-finite gp at a masked pair gives 0 * inf = NaN in its row sum, so checking r (L, not L x S) is enough
-    dirty = dirty or (allowed is not None and not np.isfinite(r).all())
+    dirty = dirty or (allowed is not None and any_nonfinite(r))
     if not dirty:
         ds -= p * r                                               # d softmax: p (gp - sum p gp)
         return _backward_scores(ds, cache, scale, need, False, allowed)
-    with _quiet(True):
+    with quiet(True):
         zero = np.zeros((), ds.dtype)
         allowed = allowed & gp.any(axis=-1, keepdims=True)        # a query row with gradient 0 adds nothing
         ds = np.where(allowed, gp, zero) * p
@@ -184,7 +145,8 @@ def _backward_weights(gp, cache, scale, need):
 
 # ---- argument checks ---------------------------------------------------------------------------------
 
-def _check_qkv(q, k, v):
+def check_qkv(q, k, v):
+    """Check query (..., L, E), key (..., S, E), value (..., S, Ev) (floating, one dtype); -> scores' shape."""
     for name, t in (("query", q), ("key", k), ("value", v)):
         if t.ndim < 2:
             raise ValueError(f"scaled_dot_product_attention: {name} must be (..., N, E), got shape {t.shape}")
@@ -226,13 +188,14 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     With no keys (S = 0) every output row is zero, with zero gradients.
     """
     q, k, v = as_tensor(query), as_tensor(key), as_tensor(value)
-    shape = _check_qkv(q, k, v)
+    shape = check_qkv(q, k, v)
     allowed, bias = prepare_masks(attn_mask, is_causal, shape, q.dtype)
-    return _attend(q, k, v, None, allowed, bias, dropout_p, scale, return_weights, training, rng)
+    return attend(q, k, v, None, allowed, bias, dropout_p, scale, return_weights, training, rng)
 
 
-def _attend(q, k, v, packed, allowed, bias, dropout_p, scale, return_weights, training, rng):
-    """Run the kernel; parents are (q, k, v) or one packed (3, ..., T, D) tensor, plus a float mask."""
+def attend(q, k, v, packed, allowed, bias, dropout_p, scale, return_weights, training, rng):
+    """The node of scaled_dot_product_attention on checked arguments (MultiHeadAttention calls it too):
+    parents are (q, k, v) or one packed (3, ..., T, D) tensor, plus a float mask."""
     if not 0.0 <= dropout_p < 1.0:
         raise ValueError(f"scaled_dot_product_attention: dropout_p must be in [0, 1), got {dropout_p}")
     p_drop = dropout_p if training else 0.0
@@ -244,14 +207,14 @@ def _attend(q, k, v, packed, allowed, bias, dropout_p, scale, return_weights, tr
         qd, kd, vd = x[0], x[1], x[2]
     else:
         qd, kd, vd = q.data, k.data, v.data
-    out, p, cache = _forward(qd, kd, vd, allowed, None if bias is None else bias.data, scale, p_drop,
+    out, p, cache = sdpa_forward(qd, kd, vd, allowed, None if bias is None else bias.data, scale, p_drop,
                              rng or get_rng())
     with_bias = bias is not None and bias.requires_grad
     parents = ((packed,) if packed is not None else (q, k, v)) + ((bias,) if with_bias else ())
 
     if packed is not None:
         def backward(g):  # one gradient (3, ..., T, D) for the packed q, k, v
-            dq, dk, dv, db = _backward_out(g, cache, scale, (True, True, True, with_bias))
+            dq, dk, dv, db = sdpa_backward(g, cache, scale, (True, True, True, with_bias))
             return (np.stack(np.broadcast_arrays(dq, dk, dv)),) + ((db,) if with_bias else ())
 
         def backward_w(gp):
@@ -259,7 +222,7 @@ def _attend(q, k, v, packed, allowed, bias, dropout_p, scale, return_weights, tr
             return (np.stack(np.broadcast_arrays(dq, dk, np.zeros_like(dq))),) + ((db,) if with_bias else ())  # dv = 0
     else:
         def backward(g):  # (dq, dk, dv[, dmask]); the engine sums broadcast batch dims back
-            dq, dk, dv, db = _backward_out(g, cache, scale, (q.requires_grad, k.requires_grad,
+            dq, dk, dv, db = sdpa_backward(g, cache, scale, (q.requires_grad, k.requires_grad,
                                                              v.requires_grad, with_bias))
             return (dq, dk, dv) + ((db,) if with_bias else ())
 

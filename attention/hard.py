@@ -1,21 +1,14 @@
-"""Hard attention: read ONE position, picked by sampling from the scores, and the comparators that make
-the read differentiable instead (straight-through Gumbel-softmax, the "50% trick" of Show, Attend and Tell).
-
-    read = hard_attention(scores, values)      # scores (B, S), values (B, S, D)
-    read.context                               # (B, D) = values[b, index[b]]: gradient reaches the values only
-    read.index                                 # (B,) the sampled position, a constant
-    read.log_prob, read.entropy                # (B,) differentiable in the scores: REINFORCE's inputs
-
-The sample carries no gradient, so the cross-entropy of whatever reads `context` never reaches the scores:
-the policy learns only from reinforce.reinforce_loss. Xu et al. 2015 (Show, Attend and Tell) is the paper.
+"""Hard attention (Xu et al. 2015, "Show, Attend and Tell"): read ONE position, picked by sampling from the
+scores, and the comparators that make the read differentiable instead (straight-through Gumbel-softmax, the
+"50% trick"); and Rollout, what every hard-attention model returns. The sample carries no gradient, so the
+policy learns only from reinforce.reinforce_loss, never from the cross-entropy of what reads `context`.
 """
 from collections import namedtuple
 
 import numpy as np
 
-from minigrad import ops
+from minigrad import Tensor, ops
 from minigrad.random import get_rng
-from minigrad.tensor import Tensor
 
 from .distributions import Categorical
 
@@ -25,6 +18,20 @@ HardRead.__doc__ = "What hard_attention returns: context (B, D), index (B,), log
 MixedRead = namedtuple("MixedRead", "weights index log_prob entropy soft")
 MixedRead.__doc__ = ("What fifty_percent_trick returns: weights (B, S), index (B,), log_prob (B,) (0 on soft rows), "
                      "entropy (B,), soft (B,) bool: rows that read the expectation.")
+
+
+class Rollout(namedtuple("Rollout", "logits log_prob entropy state hit std")):
+    """A hard-attention model's output: logits (B, C); log_prob and entropy (B,) or (B, T); state (B, H) for
+    a learned baseline; hit (B,) bool (did the read land on the target?) or None; std (a policy's scale) or None.
+
+    In training mode a model samples its reads, in eval mode it takes the mode (argmax / mean location);
+    log_prob=None (a model with no policy: soft attention, an MLP) makes reinforce.Trainer's step plain
+    cross-entropy."""
+
+    __slots__ = ()
+
+    def __new__(cls, logits, log_prob, entropy=None, state=None, hit=None, std=None):
+        return super().__new__(cls, logits, log_prob, entropy, state, hit, std)
 
 
 def _check_scores(scores, who):

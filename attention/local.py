@@ -1,108 +1,28 @@
-"""Local and sparse attention: sliding windows (Longformer, Beltagy et al. 2020), Sparse Transformer patterns
-(Child et al. 2019) and Luong et al. 2015's local-m / local-p attention for the GRU decoder.
-
-Every pattern is first a boolean mask (True = may attend), so dense `scaled_dot_product_attention` with it
-is the executable definition. `sliding_window_attention` computes the same result in blocks, never building
-an L x L matrix: the queries are cut into blocks of b rows, and block n only meets the m*b keys of its window
-(a strided view of the padded keys), so scores, weights and their gradients take O(L * (b + 2w)) memory.
-Dilation d splits the sequence into its d residue classes (positions r, r + d, r + 2d, ...): inside a class a
-dilated window is an ordinary window, so the same blocked kernel runs with d as one more batch axis.
-Global tokens add |G| key columns every query sees, and |G| dense query rows that see every key.
+"""Sliding-window attention (Longformer, Beltagy et al. 2020) and the Sparse Transformer's "fixed" pattern
+(Child et al. 2019) as blocked kernels that never build the L x L matrix; each equals dense
+scaled_dot_product_attention with its mask from masks.py, values and gradients.
 """
 import math
 
 import numpy as np
 
-from minigrad import Tensor, make_node, ops
-from minigrad.nn import Linear, Module, parameter, uniform_
+from minigrad import make_node
 from minigrad.ops import as_tensor
 
-from .functional import _backward_out, _check_qkv, _forward, _masked_matmul, _quiet, masked_softmax
-from .masks import as_bool_mask
-from .scores import Score, make_score
+from ._nonfinite import any_nonfinite, masked_matmul, quiet
+from .functional import check_qkv, sdpa_backward, sdpa_forward
+from .masks import as_bool_mask, check_int, global_index
+# the old paths attention.local.X of the pattern masks, which moved to masks.py (Luong's local-m / local-p,
+# a model rather than a kernel, moved to luong.py: attention.LuongLocalAttention)
+from .masks import (attended_pairs, fixed_mask, global_token_mask, sliding_window_mask,  # noqa: F401
+                    sliding_window_reference_mask, strided_mask)
 
-
-# ---- mask builders (True = may attend) ---------------------------------------------------------------
-
-def _check_int(name, value, low, fn):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-        raise ValueError(f"{fn}: {name} must be an integer >= {low}, got {value!r}")
-    return int(value)
-
-
-def _positions(L, S):
-    """Query i sits at key position S - L + i (lower-right, as causal_mask); -> (pos_i (L, 1), j (1, S))."""
-    return (np.arange(L) + (S - L))[:, None], np.arange(S)[None, :]
-
-
-def sliding_window_mask(L, window, S=None, causal=False, dilation=1):
-    """(L, S) bool: query i attends key j iff j - i = d*o with |o| <= window (-window <= o <= 0 if causal).
-
-    With S != L query i sits at key position S - L + i (lower-right, as causal_mask).
-    """
-    window = _check_int("window", window, 0, "sliding_window_mask")
-    dilation = _check_int("dilation", dilation, 1, "sliding_window_mask")
-    S = L if S is None else S
-    i, j = _positions(L, S)
-    off = j - i
-    reach = window * dilation
-    ok = (off >= -reach) & (off <= (0 if causal else reach))
-    return ok & (off % dilation == 0)
-
-
-def _global_index(global_tokens, L, fn):
-    """Global tokens (indices or an (L,) bool array) as sorted unique int indices in [0, L)."""
-    g = np.asarray(global_tokens.data if isinstance(global_tokens, Tensor) else global_tokens)
-    if g.dtype == bool:
-        if g.shape != (L,):
-            raise ValueError(f"{fn}: a boolean global_tokens must be (L,) = ({L},), got shape {g.shape}")
-        return np.flatnonzero(g)
-    g = g.reshape(-1)
-    if g.size and g.dtype.kind not in "iu":
-        raise TypeError(f"{fn}: global_tokens must be integer indices or an (L,) bool array, got dtype {g.dtype}")
-    g = g.astype(np.int64)
-    if g.size and (g.min() < 0 or g.max() >= L):
-        raise ValueError(f"{fn}: global_tokens must be positions in [0, {L}), got {g.min()}..{g.max()}")
-    return np.unique(g)
-
-
-def global_token_mask(L, global_tokens, causal=False):
-    """(L, L) bool: True where query i or key j is a global token (Longformer); OR it with a local mask.
-
-    With causal=True the global rows and columns keep causality (j <= i).
-    """
-    g = np.zeros(L, bool)
-    g[_global_index(global_tokens, L, "global_token_mask")] = True
-    m = g[:, None] | g[None, :]
-    return m & np.tri(L, dtype=bool) if causal else m
-
-
-def strided_mask(L, stride, causal=True):
-    """(L, L) Sparse Transformer "strided": the last `stride` positions, and every stride-th one before.
-
-    Query i attends j <= i with i - j < stride or (i - j) % stride == 0 (non-causal: |i - j| for i - j).
-    """
-    stride = _check_int("stride", stride, 1, "strided_mask")
-    i, j = _positions(L, L)
-    off = i - j if causal else np.abs(i - j)
-    return (off >= 0) & ((off < stride) | (off % stride == 0))
-
-
-def fixed_mask(L, stride, c=1, causal=True):
-    """(L, L) Sparse Transformer "fixed": the query's own block of `stride`, and the last c columns of every
-    block (the "summary" cells), causal by default (j <= i)."""
-    stride = _check_int("stride", stride, 1, "fixed_mask")
-    c = _check_int("c", c, 1, "fixed_mask")
-    if c > stride:
-        raise ValueError(f"fixed_mask: c must be <= stride ({stride}), got {c}")
-    i, j = _positions(L, L)
-    ok = (i // stride == j // stride) | (j % stride >= stride - c)
-    return ok & (j <= i) if causal else ok
-
-
-def attended_pairs(mask):
-    """How many (query, key) pairs a mask allows: the cost of computing only those."""
-    return int(np.count_nonzero(mask))
+# sliding_window_attention cuts the queries into blocks of b rows, and block n only meets the m*b keys of its
+# window (a strided view of the padded keys), so scores, weights and their gradients take O(L * (b + 2w))
+# memory. Dilation d splits the sequence into its d residue classes (positions r, r + d, r + 2d, ...): inside
+# a class a dilated window is an ordinary window, so the same blocked kernel runs with d as one more batch
+# axis. Global tokens add |G| key columns every query sees, and |G| dense query rows that see every key.
+# fixed_attention's blocks are the pattern's own blocks of `stride`, plus the summary columns every query sees.
 
 
 # ---- the blocked layout --------------------------------------------------------------------------------
@@ -179,12 +99,50 @@ class _Layout:
         return self.merge(kp[..., -self.lo:-self.lo + self.Ld, :])
 
 
+# ---- the softmax both blocked kernels share ---------------------------------------------------------------
+
+def _blocked_softmax(s, allowed, rows, unrows, sg, ag, dirty):
+    """Each query's weights over its band s (blocks (..., nb, b, W), -inf outside `allowed`) and its global
+    columns sg (..., L, G) (-inf outside ag; None when there are none) -> (p, pg), each row summing to 1
+    over both. rows / unrows map (..., L, X) to the blocks and back. A row with nothing to attend is all 0."""
+    dt = s.dtype
+    zero = np.zeros((), dt)
+    mx = unrows(s.max(axis=-1)[..., None])[..., 0]                         # (..., L) row max of the band
+    if sg is not None and sg.shape[-1]:
+        mx = np.maximum(mx, sg.max(axis=-1))                               # and of the global columns
+    bad = ~np.isfinite(mx)
+    if bad.any():
+        if dirty:  # a NaN or +inf max stays (that row is NaN, as in torch); only empty rows get 0
+            has = unrows(allowed.any(axis=-1)[..., None])[..., 0]
+            if sg is not None:
+                has = has | ag.any(axis=-1)
+            bad &= ~has
+        mx = np.where(bad, zero, mx)
+    p = np.exp(s - rows(mx[..., None]))                                    # (..., nb, b, W)
+    den = unrows(p.sum(axis=-1)[..., None])[..., 0]
+    pg = None
+    if sg is not None:
+        pg = np.exp(sg - mx[..., None])
+        den = den + pg.sum(axis=-1)
+    den = np.where(den == 0, np.ones((), dt), den)                         # an empty row stays 0
+    denr = rows(den[..., None])
+    denr[denr == 0] = 1                                                    # the blocks' padding rows
+    p /= denr
+    if pg is not None:
+        pg /= den[..., None]
+    if dirty:
+        p = np.where(allowed, p, zero)
+        if pg is not None:
+            pg = np.where(ag, pg, zero)
+    return p, pg
+
+
 # ---- sliding-window attention ---------------------------------------------------------------------------
 
 def _sw_forward(q, k, v, lay, kvalid, gidx, causal, scale, dirty):
     """Blocked forward; -> (out (..., L, Ev), cache). kvalid (..., L) bool: keys that are not padding."""
     L, dt = lay.L, q.dtype
-    zero, ninf = np.zeros((), dt), np.array(-np.inf, dt)
+    ninf = np.array(-np.inf, dt)
     qs = q * scale
     isg = np.zeros(L, bool)
     isg[gidx] = True
@@ -197,46 +155,24 @@ def _sw_forward(q, k, v, lay, kvalid, gidx, causal, scale, dirty):
     vw = lay.windows(lay.keys(v))                                          # (..., d, nb, W, Ev)
     s = qb @ np.swapaxes(kw, -1, -2)                                       # (..., d, nb, b, W)
     s = np.where(allowed, s, ninf)
-    mx = lay.unrows(s.max(axis=-1)[..., None])[..., 0]                     # (..., L) row max of the band
     ng = len(gidx)
+    sg = ag = None
     if ng:  # global key columns: every non-global query sees them (causal: those at or before it)
         kg, vg = k[..., gidx, :], v[..., gidx, :]                          # (..., G, E)
         ag = kvalid[..., gidx][..., None, :] & (~isg)[:, None]             # (..., L, G)
         if causal:
             ag = ag & (gidx[None, :] <= np.arange(L)[:, None])
         sg = np.where(ag, qs @ np.swapaxes(kg, -1, -2), ninf)              # (..., L, G)
-        mx = np.maximum(mx, sg.max(axis=-1))
-    bad = ~np.isfinite(mx)
-    if bad.any():
-        if dirty:  # a NaN or +inf max stays (that row is NaN, as in torch); only empty rows get 0
-            has = lay.unrows(allowed.any(axis=-1)[..., None])[..., 0]
-            if ng:
-                has = has | ag.any(axis=-1)
-            bad &= ~has
-        mx = np.where(bad, zero, mx)
-    p = np.exp(s - lay.rows(mx[..., None]))                                # (..., d, nb, b, W)
-    den = lay.unrows(p.sum(axis=-1)[..., None])[..., 0]
-    if ng:
-        pg = np.exp(sg - mx[..., None])
-        den = den + pg.sum(axis=-1)
-    den = np.where(den == 0, np.ones((), dt), den)                         # an empty row stays 0
-    denr = lay.rows(den[..., None])
-    denr[denr == 0] = 1                                                    # the blocks' padding rows
-    p /= denr
-    if dirty:
-        p = np.where(allowed, p, zero)
-    pv = _masked_matmul(p, vw, allowed) if dirty else p @ vw               # (..., d, nb, b, Ev)
+    p, pg = _blocked_softmax(s, allowed, lay.rows, lay.unrows, sg, ag, dirty)  # (..., d, nb, b, W), (..., L, G)
+    pv = masked_matmul(p, vw, allowed) if dirty else p @ vw               # (..., d, nb, b, Ev)
     out = lay.unrows(pv)
     cache = {"qs": qs, "kw": kw, "vw": vw, "p": p, "allowed": allowed, "out_local": out}
     if ng:
-        pg = pg / den[..., None]
-        if dirty:
-            pg = np.where(ag, pg, zero)
-        out = out + (_masked_matmul(pg, vg, ag) if dirty else pg @ vg)
+        out = out + (masked_matmul(pg, vg, ag) if dirty else pg @ vg)
         cache.update(kg=kg, vg=vg, pg=pg, ag=ag)
         # global queries: dense attention over every key (padding and causality kept)
         aG = kvalid[..., None, :] & (np.arange(L)[None, :] <= gidx[:, None] if causal else True)  # (..., G, L)
-        outG, _, cG = _forward(q[..., gidx, :], k, v, np.asarray(aG), None, scale, 0.0, None)
+        outG, _, cG = sdpa_forward(q[..., gidx, :], k, v, np.asarray(aG), None, scale, 0.0, None)
         cache["out_local"] = out.copy()
         out[..., gidx, :] = outG
         cache["cG"] = cG
@@ -247,7 +183,7 @@ def _sw_backward(g, cache, lay, gidx, scale, need, dirty):
     """-> (dq, dk, dv) of the blocked forward (None where not needed)."""
     qs, kw, vw, p, allowed = cache["qs"], cache["kw"], cache["vw"], cache["p"], cache["allowed"]
     ng = len(gidx)
-    mm = (lambda P, X, A: _masked_matmul(P, X, A)) if dirty else (lambda P, X, A: P @ X)
+    mm = (lambda P, X, A: masked_matmul(P, X, A)) if dirty else (lambda P, X, A: P @ X)
     T = lambda a: np.swapaxes(a, -1, -2)  # noqa: E731
     gl = g
     if ng:
@@ -273,7 +209,7 @@ def _sw_backward(g, cache, lay, gidx, scale, need, dirty):
             dk[..., gidx, :] += mm(T(dsg), qs, T(ag))                      # unwindows gave a fresh array
         if need[2]:
             dv[..., gidx, :] += mm(T(pg), gl, T(ag))
-        dqG, dkG, dvG, _ = _backward_out(np.ascontiguousarray(g[..., gidx, :]), cache["cG"], scale,
+        dqG, dkG, dvG, _ = sdpa_backward(np.ascontiguousarray(g[..., gidx, :]), cache["cG"], scale,
                                          (need[0], need[1], need[2], False))
         if need[0]:
             dq[..., gidx, :] += dqG
@@ -307,43 +243,34 @@ def sliding_window_attention(query, key, value, window, causal=False, dilation=1
     """
     fn = "sliding_window_attention"
     q, k, v = as_tensor(query), as_tensor(key), as_tensor(value)
-    window = _check_int("window", window, 0, fn)
-    dilation = _check_int("dilation", dilation, 1, fn)
-    shape = _check_qkv(q, k, v)
+    window = check_int("window", window, 0, fn)
+    dilation = check_int("dilation", dilation, 1, fn)
+    shape = check_qkv(q, k, v)
     L, S = shape[-2:]
     if L != S:
         raise ValueError(f"{fn}: query (..., L, E) and key (..., S, E) must have L == S (a window is self-"
                          f"attention), got L = {L}, S = {S}")
     batch = shape[:-2]
     kvalid = _key_valid(key_padding_mask, batch, L, fn)
-    gidx = np.zeros(0, np.int64) if global_tokens is None else _global_index(global_tokens, L, fn)
+    gidx = np.zeros(0, np.int64) if global_tokens is None else global_index(global_tokens, L, fn)
     E = q.shape[-1]
     scale = 1.0 / math.sqrt(E) if scale is None else float(scale)
     lay = _Layout(L, window, causal, dilation)
     # broadcast the batch dims once (views); the engine sums the gradients back to each input's shape
     qd, kd, vd = (np.broadcast_to(t.data, batch + t.shape[-2:]) for t in (q, k, v))
     kvalid = np.broadcast_to(kvalid, batch + (L,))
-    finite = np.isfinite(qd).all() and np.isfinite(kd).all() and np.isfinite(vd).all()
-    dirty = not finite
+    dirty = any_nonfinite(qd, kd, vd)
     if L == 0:
         return make_node(np.zeros(batch + (0, v.shape[-1]), q.dtype), (q, k, v),
                      lambda g: (None, None, None), fn)
-    with _quiet(dirty):
+    with quiet(dirty):
         out, cache = _sw_forward(qd, kd, vd, lay, kvalid, gidx, causal, scale, dirty)
 
     def backward(g):  # (dq, dk, dv); see _sw_backward
-        d = dirty or not np.isfinite(g).all()
-        with _quiet(d):
+        d = dirty or any_nonfinite(g)
+        with quiet(d):
             return _sw_backward(g, cache, lay, gidx, scale, (q.requires_grad, k.requires_grad, v.requires_grad), d)
     return make_node(out, (q, k, v), backward, fn)
-
-
-def sliding_window_reference_mask(L, window, causal=False, dilation=1, global_tokens=None):
-    """The (L, L) bool mask sliding_window_attention equals dense attention with (before padding)."""
-    m = sliding_window_mask(L, window, causal=causal, dilation=dilation)
-    if global_tokens is not None:
-        m = m | global_token_mask(L, global_tokens, causal=causal)
-    return m
 
 
 # ---- the Sparse Transformer's "fixed" pattern, blocked --------------------------------------------------------
@@ -353,7 +280,7 @@ def _fixed_forward(q, k, v, stride, c, causal, kvalid, scale, dirty):
     L, dt = q.shape[-2], q.dtype
     s = stride
     nb = -(-L // s)
-    zero, ninf = np.zeros((), dt), np.array(-np.inf, dt)
+    ninf = np.array(-np.inf, dt)
     pad = nb * s - L
 
     def blocks(x):  # (..., L, X) -> (..., nb, s, X), zero-padded
@@ -380,26 +307,8 @@ def _fixed_forward(q, k, v, stride, c, causal, kvalid, scale, dirty):
     ag = np.broadcast_to(ag, q.shape[:-2] + (L, len(cols)))
     sg = np.where(ag, qs @ np.swapaxes(kg, -1, -2), ninf)               # (..., L, G)
     unb = lambda y: y.reshape(y.shape[:-3] + (nb * s, y.shape[-1]))[..., :L, :]  # noqa: E731
-    mx = unb(sb.max(axis=-1)[..., None])[..., 0]
-    if len(cols):
-        mx = np.maximum(mx, sg.max(axis=-1))
-    bad = ~np.isfinite(mx)
-    if bad.any():
-        if dirty:
-            has = unb(allowed.any(axis=-1)[..., None])[..., 0] | ag.any(axis=-1)
-            bad &= ~has
-        mx = np.where(bad, zero, mx)
-    p = np.exp(sb - blocks(mx[..., None]))
-    pg = np.exp(sg - mx[..., None])
-    den = unb(p.sum(axis=-1)[..., None])[..., 0] + pg.sum(axis=-1)
-    den = np.where(den == 0, np.ones((), dt), den)
-    denb = blocks(den[..., None])
-    denb[denb == 0] = 1                                                 # the padding rows
-    p /= denb
-    pg /= den[..., None]
-    if dirty:
-        p, pg = np.where(allowed, p, zero), np.where(ag, pg, zero)
-    mm = _masked_matmul if dirty else (lambda P, X, A: P @ X)
+    p, pg = _blocked_softmax(sb, allowed, blocks, unb, sg, ag, dirty)  # (..., nb, s, s), (..., L, G)
+    mm = masked_matmul if dirty else (lambda P, X, A: P @ X)
     out = unb(mm(p, vb, np.broadcast_to(allowed, p.shape))) + mm(pg, vg, ag)
     return out, dict(qs=qs, qb=qb, kb=kb, vb=vb, p=p, pg=pg, kg=kg, vg=vg, allowed=allowed, ag=ag, cols=cols,
                      out=out, blocks=blocks, unb=unb)
@@ -410,7 +319,7 @@ def _fixed_backward(g, c, need, dirty):
     p, pg, allowed, ag, cols = c["p"], c["pg"], np.broadcast_to(c["allowed"], c["p"].shape), c["ag"], c["cols"]
     blocks, unb = c["blocks"], c["unb"]
     T = lambda a: np.swapaxes(a, -1, -2)  # noqa: E731
-    mm = _masked_matmul if dirty else (lambda P, X, A: P @ X)
+    mm = masked_matmul if dirty else (lambda P, X, A: P @ X)
     zero = np.zeros((), g.dtype)
     gb = blocks(g)
     dsum = np.sum(g * c["out"], axis=-1, keepdims=True)                  # d softmax: sum_j p dp = g . out
@@ -436,11 +345,11 @@ def fixed_attention(query, key, value, stride, c=1, causal=True, key_padding_mas
     causal) (and the key padding). Memory O(L * (stride + c L / stride)); one node, hand-written backward."""
     fn = "fixed_attention"
     q, k, v = as_tensor(query), as_tensor(key), as_tensor(value)
-    stride = _check_int("stride", stride, 1, fn)
-    c = _check_int("c", c, 1, fn)
+    stride = check_int("stride", stride, 1, fn)
+    c = check_int("c", c, 1, fn)
     if c > stride:
         raise ValueError(f"{fn}: c must be <= stride ({stride}), got {c}")
-    shape = _check_qkv(q, k, v)
+    shape = check_qkv(q, k, v)
     L, S = shape[-2:]
     if L != S:
         raise ValueError(f"{fn}: query (..., L, E) and key (..., S, E) must have L == S, got L = {L}, S = {S}")
@@ -448,94 +357,13 @@ def fixed_attention(query, key, value, stride, c=1, causal=True, key_padding_mas
     kvalid = np.broadcast_to(_key_valid(key_padding_mask, batch, L, fn), batch + (L,))
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
     qd, kd, vd = (np.broadcast_to(t.data, batch + t.shape[-2:]) for t in (q, k, v))
-    dirty = not (np.isfinite(qd).all() and np.isfinite(kd).all() and np.isfinite(vd).all())
-    with _quiet(dirty):
+    dirty = any_nonfinite(qd, kd, vd)
+    with quiet(dirty):
         out, cache = _fixed_forward(qd, kd, vd, stride, c, causal, kvalid, scale, dirty)
 
     def backward(g):  # (dq, dk, dv)
-        d = dirty or not np.isfinite(g).all()
-        with _quiet(d):
+        d = dirty or any_nonfinite(g)
+        with quiet(d):
             dq, dk, dv = _fixed_backward(g, cache, (q.requires_grad, k.requires_grad, v.requires_grad), d)
         return (None if dq is None else dq * scale), dk, dv
     return make_node(out, (q, k, v), backward, fn)
-
-
-# ---- Luong local attention (Luong, Pham & Manning 2015, sec. 3.2) ------------------------------------------
-
-LOCAL_MODES = ("local-m", "local-p")
-
-
-class _StepKeys:
-    """Prepared keys plus the decoder step they are at: local-m's aligned position p_t = t counts the
-    attention calls since prepare_keys (Seq2Seq prepares once per source, then calls once per step)."""
-
-    def __init__(self, keys):
-        self.keys, self.step = keys, 0
-
-
-class LocalScore(Score):
-    """The content score (`align`, any score name) and, for local-p, the position predictor
-    p_t = S sigmoid(v_p . tanh(W_p h_t)) (S = the source's length, padding excluded)."""
-
-    def __init__(self, mode, query_dim, key_dim, window=4, score="general"):
-        super().__init__()
-        if mode not in LOCAL_MODES:
-            raise ValueError(f"LocalScore: mode must be one of {LOCAL_MODES}, got {mode!r}")
-        low = 1 if mode == "local-p" else 0  # local-p's Gaussian has sigma = window / 2 > 0
-        self.mode, self.window = mode, _check_int("window", window, low, "LocalScore")
-        self.align = make_score(score, query_dim, key_dim, query_dim)
-        if mode == "local-p":
-            self.W_p = Linear(query_dim, query_dim, bias=False)
-            bound = 1 / math.sqrt(query_dim)
-            self.v_p = uniform_(parameter(query_dim), -bound, bound)
-
-    def prepare_keys(self, keys):
-        """The align score's prepared keys, wrapped with a step counter that starts at 0 (local-m's p_t)."""
-        return _StepKeys(self.align.prepare_keys(keys))
-
-    def centre(self, query, lengths, step):
-        """p_t (B, L, 1): the window's centre; a Tensor that carries gradient for local-p."""
-        n = lengths.astype(query.dtype)[:, None, None]                             # (B, 1, 1)
-        if self.mode == "local-m":  # p_t = t, kept inside the source
-            return Tensor(np.minimum(np.full(query.shape[:-1] + (1,), step, query.dtype), n - 1))
-        return ops.sigmoid(ops.tanh(self.W_p(query)) @ self.v_p.reshape(-1, 1)) * n  # (B, L, 1)
-
-
-class LuongLocalAttention(Module):
-    """Luong's local attention for a decoder: forward -> (context (B, L, Dv), weights (B, L, S)).
-
-    The weights are the content score's softmax over the window [p_t - D, p_t + D] (D = window, centred
-    on round(p_t)); local-p multiplies them by exp(-(s - p_t)^2 / (2 sigma^2)), sigma = D / 2, which carries
-    the gradient into p_t (the window's choice itself is a constant). local-m: p_t = t, the decoder step.
-    key_padding_mask (B, S): True = padding (ignored, and not counted in S).
-    """
-
-    def __init__(self, mode, query_dim, key_dim, window=4, score="general"):
-        super().__init__()
-        self.score = LocalScore(mode, query_dim, key_dim, window, score)
-
-    def forward(self, query, keys, values=None, key_padding_mask=None, prepared_keys=None):
-        """One decoder step's window attention: (context (B, L, Dv), weights (B, L, S)); advances the step."""
-        values = keys if values is None else values
-        B, S = keys.shape[0], keys.shape[-2]
-        prepared = self.score.prepare_keys(keys) if prepared_keys is None else prepared_keys
-        step = prepared.step
-        prepared.step += 1
-        lengths = np.full(B, S)
-        valid = np.ones((B, 1, S), bool)
-        if key_padding_mask is not None:
-            kpm = as_bool_mask(key_padding_mask, "key_padding_mask")
-            if kpm.shape != (B, S):
-                raise ValueError(f"LuongLocalAttention: key_padding_mask must be (B, S) = {(B, S)}, "
-                                 f"got shape {kpm.shape}")
-            lengths, valid = (~kpm).sum(axis=1), ~kpm[:, None, :]
-        s = self.score.align.score_prepared(query, prepared.keys)                   # (B, L, S)
-        p = self.score.centre(query, lengths, step)                                 # (B, L, 1)
-        pos = np.arange(S)[None, None, :]
-        centre = np.clip(np.round(p.data), 0, np.maximum(lengths - 1, 0)[:, None, None])
-        allowed = (np.abs(pos - centre) <= self.score.window) & valid                # (B, L, S), a constant
-        w = masked_softmax(s, allowed)
-        if self.score.mode == "local-p":
-            sigma = self.score.window / 2
-            w = w * ops.exp(-((Tensor(pos.astype(query.dtype)) - p) ** 2) / (2 * sigma ** 2))
-        return w @ values, w

@@ -1,25 +1,28 @@
-"""Mask builders and checks: the one place the mask rules are written down.
-
-Polarity. An *attention mask* is boolean with True = this query may attend to this key. A mask named
-for what it marks says so: `key_padding_mask` is True at padding (ignored), as PyTorch names it;
-`key_padding_to_attn_mask` turns it into the attend polarity. A float mask is added to the scores;
-its -inf entries count as masked (selected out), exactly like False in a boolean mask.
-
-Causal alignment. With L queries and S keys, `causal_mask(L, S)` is aligned lower-right: query i sits
-at key position S - L + i and attends keys j <= S - L + i (a decoder step over a cache of past keys).
-`scaled_dot_product_attention(..., is_causal=True)` matches PyTorch instead, which is upper-left
-(j <= i, `causal_mask(L, S, align="upper_left")`). The two agree when L == S. With lower-right and
-L > S the first L - S queries attend nothing, so their rows are zero.
-
-Every attention entry point turns its mask arguments into one (allowed, bias) pair here: prepare_masks for
-scaled_dot_product_attention's attn_mask / is_causal, mha_masks for MultiHeadAttention's three arguments.
-The sliding-window and sparse patterns are built in local.py, with the same polarity.
+"""Mask builders and checks: the one place the mask rules are written down (polarity, causal alignment),
+the sliding-window and sparse patterns (Longformer, Beltagy et al. 2020; Sparse Transformer, Child et al.
+2019), and the one place a call's mask arguments become an (allowed, bias) pair.
 """
 from functools import lru_cache
 
 import numpy as np
 
 from minigrad import Tensor
+
+# Polarity. An *attention mask* is boolean with True = this query may attend to this key. A mask named
+# for what it marks says so: `key_padding_mask` is True at padding (ignored), as PyTorch names it;
+# `key_padding_to_attn_mask` turns it into the attend polarity. A float mask is added to the scores;
+# its -inf entries count as masked (selected out), exactly like False in a boolean mask.
+#
+# Causal alignment. With L queries and S keys, `causal_mask(L, S)` is aligned lower-right: query i sits
+# at key position S - L + i and attends keys j <= S - L + i (a decoder step over a cache of past keys).
+# `scaled_dot_product_attention(..., is_causal=True)` matches PyTorch instead, which is upper-left
+# (j <= i, `causal_mask(L, S, align="upper_left")`). The two agree when L == S. With lower-right and
+# L > S the first L - S queries attend nothing, so their rows are zero.
+#
+# Every attention entry point turns its mask arguments into one (allowed, bias) pair here: prepare_masks for
+# scaled_dot_product_attention's attn_mask / is_causal, mha_masks for MultiHeadAttention's three arguments.
+# Every sliding-window and sparse pattern is a boolean mask here first, so dense attention with it is the
+# executable definition of the blocked kernels in local.py.
 
 _ALIGNS = ("lower_right", "upper_left")
 
@@ -88,6 +91,13 @@ def check_broadcast(mask, shape, name, what="the scores (..., L, S)"):
         ok = False
     if not ok:
         raise ValueError(f"{name} of shape {mask.shape} does not broadcast to {what} of shape {tuple(shape)}")
+
+
+def check_int(name, value, low, fn):
+    """`value` as an int, or a ValueError naming `fn` and `name` unless it is an integer >= low (not a bool)."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+        raise ValueError(f"{fn}: {name} must be an integer >= {low}, got {value!r}")
+    return int(value)
 
 
 # ---- from the user's arguments to one (allowed, bias) pair ---------------------------------------
@@ -162,3 +172,88 @@ def mha_masks(key_padding_mask, attn_mask, is_causal, B, H, L, S, dtype):
             allowed = combine(allowed, a)
             bias = b if bias is None else bias + b
     return allowed, bias
+
+
+# ---- the sliding-window and sparse patterns (True = may attend) ------------------------------------
+
+def _positions(L, S):
+    """Query i sits at key position S - L + i (lower-right, as causal_mask); -> (pos_i (L, 1), j (1, S))."""
+    return (np.arange(L) + (S - L))[:, None], np.arange(S)[None, :]
+
+
+def sliding_window_mask(L, window, S=None, causal=False, dilation=1):
+    """(L, S) bool: query i attends key j iff j - i = d*o with |o| <= window (-window <= o <= 0 if causal).
+
+    With S != L query i sits at key position S - L + i (lower-right, as causal_mask).
+    """
+    window = check_int("window", window, 0, "sliding_window_mask")
+    dilation = check_int("dilation", dilation, 1, "sliding_window_mask")
+    S = L if S is None else S
+    i, j = _positions(L, S)
+    off = j - i
+    reach = window * dilation
+    ok = (off >= -reach) & (off <= (0 if causal else reach))
+    return ok & (off % dilation == 0)
+
+
+def global_index(global_tokens, L, fn):
+    """Global tokens (indices or an (L,) bool array) as sorted unique int indices in [0, L)."""
+    g = np.asarray(global_tokens.data if isinstance(global_tokens, Tensor) else global_tokens)
+    if g.dtype == bool:
+        if g.shape != (L,):
+            raise ValueError(f"{fn}: a boolean global_tokens must be (L,) = ({L},), got shape {g.shape}")
+        return np.flatnonzero(g)
+    g = g.reshape(-1)
+    if g.size and g.dtype.kind not in "iu":
+        raise TypeError(f"{fn}: global_tokens must be integer indices or an (L,) bool array, got dtype {g.dtype}")
+    g = g.astype(np.int64)
+    if g.size and (g.min() < 0 or g.max() >= L):
+        raise ValueError(f"{fn}: global_tokens must be positions in [0, {L}), got {g.min()}..{g.max()}")
+    return np.unique(g)
+
+
+def global_token_mask(L, global_tokens, causal=False):
+    """(L, L) bool: True where query i or key j is a global token (Longformer); OR it with a local mask.
+
+    With causal=True the global rows and columns keep causality (j <= i).
+    """
+    g = np.zeros(L, bool)
+    g[global_index(global_tokens, L, "global_token_mask")] = True
+    m = g[:, None] | g[None, :]
+    return m & np.tri(L, dtype=bool) if causal else m
+
+
+def strided_mask(L, stride, causal=True):
+    """(L, L) Sparse Transformer "strided": the last `stride` positions, and every stride-th one before.
+
+    Query i attends j <= i with i - j < stride or (i - j) % stride == 0 (non-causal: |i - j| for i - j).
+    """
+    stride = check_int("stride", stride, 1, "strided_mask")
+    i, j = _positions(L, L)
+    off = i - j if causal else np.abs(i - j)
+    return (off >= 0) & ((off < stride) | (off % stride == 0))
+
+
+def fixed_mask(L, stride, c=1, causal=True):
+    """(L, L) Sparse Transformer "fixed": the query's own block of `stride`, and the last c columns of every
+    block (the "summary" cells), causal by default (j <= i)."""
+    stride = check_int("stride", stride, 1, "fixed_mask")
+    c = check_int("c", c, 1, "fixed_mask")
+    if c > stride:
+        raise ValueError(f"fixed_mask: c must be <= stride ({stride}), got {c}")
+    i, j = _positions(L, L)
+    ok = (i // stride == j // stride) | (j % stride >= stride - c)
+    return ok & (j <= i) if causal else ok
+
+
+def attended_pairs(mask):
+    """How many (query, key) pairs a mask allows: the cost of computing only those."""
+    return int(np.count_nonzero(mask))
+
+
+def sliding_window_reference_mask(L, window, causal=False, dilation=1, global_tokens=None):
+    """The (L, L) bool mask sliding_window_attention equals dense attention with (before padding)."""
+    m = sliding_window_mask(L, window, causal=causal, dilation=dilation)
+    if global_tokens is not None:
+        m = m | global_token_mask(L, global_tokens, causal=causal)
+    return m

@@ -1,21 +1,23 @@
-"""Multi-head attention (Vaswani et al. 2017, "Attention Is All You Need", sec. 3.2.2).
-
-Parameters carry the names, shapes and initialisation of torch.nn.MultiheadAttention, so a PyTorch
-model's state dict loads unchanged. Batch-first, with nanoGPT's letters: B batch, T (or L / S) time,
-C = embed_dim channels, H heads of D = C // H features each; head h owns features [h D, (h + 1) D).
-
-One difference from torch.nn.MultiheadAttention on purpose: a boolean attn_mask is True where a query
-*may* attend (the polarity of scaled_dot_product_attention and of this whole package); PyTorch's module
-uses the opposite. key_padding_mask keeps PyTorch's meaning (True = padding, ignored).
+"""Multi-head attention (Vaswani et al. 2017, "Attention Is All You Need", sec. 3.2.2), with the parameters of
+torch.nn.MultiheadAttention (a PyTorch state dict loads unchanged) and a choice of kernel for the heads.
 """
 import numpy as np
 
 from minigrad import ops
 from minigrad.nn import Linear, Module, parameter, xavier_uniform_, zeros_
-from minigrad.tensor import Tensor
 
-from .functional import _attend
+from .efficient import attend_chunked
+from .functional import attend
+from .local import sliding_window_attention
 from .masks import mha_masks
+
+# Parameters carry the names, shapes and initialisation of torch.nn.MultiheadAttention, so a PyTorch
+# model's state dict loads unchanged. Batch-first, with nanoGPT's letters: B batch, T (or L / S) time,
+# C = embed_dim channels, H heads of D = C // H features each; head h owns features [h D, (h + 1) D).
+#
+# One difference from torch.nn.MultiheadAttention on purpose: a boolean attn_mask is True where a query
+# *may* attend (the polarity of scaled_dot_product_attention and of this whole package); PyTorch's module
+# uses the opposite. key_padding_mask keeps PyTorch's meaning (True = padding, ignored).
 
 PATHS = ("dense", "window", "efficient")  # MultiHeadAttention(attention=...): how the heads attend
 
@@ -64,8 +66,6 @@ class MultiHeadAttention(Module):
 
     def _forward_fast(self, query, key, value, key_padding_mask, attn_mask, is_causal, B, L, S):
         """The window / efficient paths: the same projections, another kernel; weights are None."""
-        from .efficient import _attend_chunked  # imported here: efficient and local import functional only
-        from .local import sliding_window_attention
         H, D, C = self.num_heads, self.head_dim, self.embed_dim
         heads = []
         for i, x, T in ((0, query, L), (1, key, S), (2, value, S)):
@@ -83,7 +83,7 @@ class MultiHeadAttention(Module):
                                          key_padding_mask=key_padding_mask)
         else:
             allowed, bias = mha_masks(key_padding_mask, attn_mask, False, B, self.num_heads, L, S, query.dtype)
-            y = _attend_chunked(q, k, v, allowed, bias, is_causal, None, self.chunk_size)
+            y = attend_chunked(q, k, v, allowed, bias, is_causal, None, self.chunk_size)
         y = y.transpose(0, 2, 1, 3).reshape(B, L, C)  # (B, H, L, D) -> (B, L, C)
         return self.out_proj(y), None
 
@@ -139,7 +139,7 @@ class MultiHeadAttention(Module):
             # one fused linear for q, k and v, then a view per head
             qkv = ops.linear(query, self.in_proj_weight, self.in_proj_bias)  # (B, T, 3C)
             qkv = qkv.reshape(B, L, 3, H, D).transpose(2, 0, 3, 1, 4)       # (3, B, H, T, D)
-            res = _attend(None, None, None, qkv, *common)
+            res = attend(None, None, None, qkv, *common)
         else:
             w, b = self._weights(0)
             q = ops.linear(query, w, b).reshape(B, L, H, D).transpose(0, 2, 1, 3)  # (B, L, C) -> (B, H, L, D)
@@ -147,7 +147,7 @@ class MultiHeadAttention(Module):
             k = ops.linear(key, w, b).reshape(B, S, H, D).transpose(0, 2, 1, 3)    # (B, S, C) -> (B, H, S, D)
             w, b = self._weights(2)
             v = ops.linear(value, w, b).reshape(B, S, H, D).transpose(0, 2, 1, 3)  # (B, S, C) -> (B, H, S, D)
-            res = _attend(q, k, v, None, *common)
+            res = attend(q, k, v, None, *common)
         y, weights = res if need_weights else (res, None)
         y = y.transpose(0, 2, 1, 3).reshape(B, L, C)  # (B, H, L, D) -> (B, L, H, D) -> (B, L, C): heads side by side
         y = self.out_proj(y)

@@ -1,60 +1,15 @@
-"""REINFORCE (Williams 1992) as a surrogate loss, its baselines, the hybrid loss of a hard-attention
-classifier, and the trainer the hard-attention examples share (Mnih et al. 2014, RAM; Xu et al. 2015).
-
-API (stable; extended, never broken):
-
-    reinforce_loss(log_prob, reward, baseline=None, normalize=False, entropy=None, entropy_coef=0.0)
-        -(advantage.detach() * log_prob).mean() - entropy_coef * entropy.mean(), a scalar Tensor.
-        log_prob (B,) or (B, T) (T glimpses: summed over T; so is entropy); reward and baseline are per sample,
-        (B,) arrays or Tensors (a baseline may also be one number); both are constants here: only log_prob
-        and entropy carry gradient. normalize=True standardises the advantages within the batch (std floor
-        1e-6, so equal rewards give zero advantages, never a division by ~0).
-    advantages(reward, baseline=None, normalize=False) -> ndarray (B,): the constant that multiplies log_prob.
-
-    Baselines share two methods: values(state, batch_size) -> (B,) and update(values, reward) -> loss or None.
-      MovingAverageBaseline(momentum=0.9)   b = running mean of the batch-mean reward (taken before the update,
-                                            so b never depends on the rewards it is subtracted from)
-      ValueBaseline(in_features, hidden=0)  a learned value head b(state) (a Module; reads state.detach() unless
-                                            detach_input=False); update() returns its MSE regression loss
-      make_baseline("none" | "moving_average" | "learned", in_features=None) -> one of them, or None
-
-    hybrid_loss(logits, target, log_prob, reward=None, baseline=None, baseline_loss=None, entropy=None,
-                entropy_coef=0.0, normalize=False, policy_weight=1.0, baseline_weight=1.0) -> HybridLoss
-        total = cross-entropy + policy_weight * reinforce_loss + baseline_weight * baseline_loss, and each part
-        for logging; reward defaults to 1.0 where argmax(logits) == target, else 0.0.
-
-    Rollout(logits, log_prob, entropy=None, state=None, hit=None, std=None): what a model returns to the Trainer.
-        In training mode a model samples its reads; in eval mode it takes the mode (argmax / mean location).
-        log_prob=None (a model with no policy: soft attention, an MLP) makes the step plain cross-entropy.
-    Trainer(model, lr=1e-3, optimizer=None, baseline=None, entropy_coef=0.0, normalize=False, policy_weight=1.0,
-            baseline_weight=1.0, max_grad_norm=None, reward_fn=None, baseline_features=None)
-        baseline: None, "none", "moving_average", "learned" (needs baseline_features, the width of Rollout.state)
-        or a baseline object; reward_fn(rollout, target) -> (B,) defaults to correct_reward(rollout.logits, target)
-        .step(inputs, target) -> dict: one forward with sampling, per-sample reward, baseline, hybrid loss,
-            gradient clipping, optimizer step; logs loss, cross_entropy, policy_loss, reward, baseline_error,
-            entropy (and std), hit_rate, accuracy, grad_norm separately (.history keeps every step's dict)
-        .evaluate(inputs, target, batch_size=None) -> {"accuracy", "hit_rate"} with deterministic reads.
-
-    per_sample_policy_gradients(log_prob, advantage, params, entropy=None, entropy_coef=0.0) -> (N, P) array
-    gradient_variance(grads) -> float: the per-sample variance (trace of the covariance) of the estimate.
-
-    Comparators (hard.py): gumbel_softmax (straight-through), fifty_percent_trick (Show, Attend and Tell).
-
-What reaches what: the sampled position is a constant, so the cross-entropy cannot reach the policy through
-the read; a policy reads its input through hard.policy_input (detached by default), so the policy gradient
-cannot reach the classifier, glimpse network or core. policy_input(x, through=True) is the switch that lets it
-(the RAM paper's choice). The straight-through and 50% comparators pass the cross-entropy to the scores on
-purpose: that is what they are.
+"""REINFORCE (Williams 1992) for hard attention: the score-function surrogate loss, its baselines, the hybrid
+loss of a classifier that reads with hard attention (Mnih et al. 2014, RAM; Xu et al. 2015), the trainer the
+hard-attention examples share, and the estimator's per-sample variance.
 """
 import math
 from collections import namedtuple
 
 import numpy as np
 
-from minigrad import functional as F
-from minigrad import nn, ops, optim
-from minigrad import Tensor, no_grad
+from minigrad import Tensor, functional as F, nn, no_grad, ops, optim
 
+from .hard import Rollout  # what the Trainer takes from a model (attention.reinforce.Rollout names it too)
 from .hard import fifty_percent_trick, gumbel_softmax, policy_input  # noqa: F401  (the comparators)
 
 STD_FLOOR = 1e-6
@@ -96,7 +51,13 @@ def _over_glimpses(t, B, name):
 
 
 def reinforce_loss(log_prob, reward, baseline=None, normalize=False, entropy=None, entropy_coef=0.0):
-    """The REINFORCE surrogate: its gradient is the score-function estimate of -d E[reward] (see module doc)."""
+    """The REINFORCE surrogate -(advantage * log_prob).mean() - entropy_coef * entropy.mean(), a scalar Tensor
+    whose gradient is the score-function estimate of -d E[reward].
+
+    log_prob (B,) or (B, T) (T glimpses: summed over T; so is entropy); reward and baseline are per sample,
+    (B,) arrays or Tensors (a baseline may also be one number); both are constants here: only log_prob and
+    entropy carry gradient. normalize=True standardises the advantages within the batch (std floor 1e-6).
+    """
     log_prob = ops.as_tensor(log_prob)
     if log_prob.ndim not in (1, 2):
         raise ValueError(f"reinforce_loss: log_prob (B,) or (B, T) expected, got {log_prob.shape}")
@@ -204,8 +165,10 @@ def hybrid_loss(logits, target, log_prob, reward=None, baseline=None, baseline_l
 
     The cross-entropy trains the classifier (and what feeds it: glimpse network, core); the REINFORCE term
     trains the policy; baseline_loss (a ValueBaseline's regression loss) trains the baseline. Which parameters
-    each term reaches is fixed by the graph (see the module docstring: the sample is a constant, the policy
-    reads a detached input unless policy_input(..., through=True) says otherwise).
+    each term reaches is fixed by the graph: the sample is a constant, so the cross-entropy cannot reach the
+    policy through the read, and the policy reads a detached input (hard.policy_input) unless
+    policy_input(..., through=True) says otherwise, so the policy gradient cannot reach the classifier.
+    reward defaults to correct_reward(logits, target).
     """
     ce = ops.cross_entropy(logits, target)
     if reward is None:
@@ -222,16 +185,6 @@ def hybrid_loss(logits, target, log_prob, reward=None, baseline=None, baseline_l
 
 # ---- the trainer the examples share --------------------------------------------------------------
 
-class Rollout(namedtuple("Rollout", "logits log_prob entropy state hit std")):
-    """A hard-attention model's output: logits (B, C); log_prob and entropy (B,) or (B, T); state (B, H) for
-    a learned baseline; hit (B,) bool (did the read land on the target?) or None; std (a policy's scale) or None."""
-
-    __slots__ = ()
-
-    def __new__(cls, logits, log_prob, entropy=None, state=None, hit=None, std=None):
-        return super().__new__(cls, logits, log_prob, entropy, state, hit, std)
-
-
 def _mean(x):
     if x is None:
         return None
@@ -239,7 +192,12 @@ def _mean(x):
 
 
 class Trainer:
-    """REINFORCE training of a model that returns a Rollout (sampling in train mode, the mode in eval mode)."""
+    """REINFORCE training of a model that returns a Rollout (sampling in train mode, the mode in eval mode).
+
+    baseline: None, "none", "moving_average", "learned" (needs baseline_features, the width of Rollout.state)
+    or a baseline object; reward_fn(rollout, target) -> (B,) defaults to correct_reward(rollout.logits, target).
+    A Rollout with log_prob=None (a model with no policy) makes the step plain cross-entropy.
+    """
 
     def __init__(self, model, lr=1e-3, optimizer=None, baseline=None, entropy_coef=0.0, normalize=False,
                  policy_weight=1.0, baseline_weight=1.0, max_grad_norm=None, reward_fn=None, baseline_features=None):
@@ -269,7 +227,9 @@ class Trainer:
         return out
 
     def step(self, inputs, target):
-        """One REINFORCE step on a batch; returns (and keeps in .history) the logged values."""
+        """One REINFORCE step on a batch (a forward with sampling, per-sample reward, baseline, hybrid loss,
+        gradient clipping, optimizer step); returns (and keeps in .history) the logged values: loss,
+        cross_entropy, policy_loss, reward, baseline_error, entropy, std, hit_rate, accuracy, grad_norm."""
         self.model.train()
         out = self._forward(inputs)
         B = out.logits.shape[0]

@@ -1,26 +1,25 @@
-"""Score functions and generic soft attention.
-
-One shape contract: query (..., L, Dq), keys (..., S, Dk) -> scores (..., L, S).
-  dot         q . k                               (Luong et al. 2015, "dot")
-  scaled dot  q . k / sqrt(D)                     (Vaswani et al. 2017)
-  general     q^T W k                             (Luong et al. 2015, "general"; bilinear)
-  additive    v^T tanh(W q + U k)                 (Bahdanau et al. 2015, "concat" in Luong)
-  cosine      g cos(q, k), g learned              (content-based addressing, Graves et al. 2014)
-Every score splits into `prepare_keys(keys)` (work that depends on the keys only: U k, W k, k / |k|)
-and `score_prepared(query, prepared)`, so a decoder computes the first once per source sentence and
-the second at every step. Calling the module, `score(query, keys)` (its forward), does both.
+"""The score functions of soft attention (Bahdanau et al. 2015; Luong et al. 2015; Vaswani et al. 2017; Graves
+et al. 2014) and Attention, generic soft attention: score, masked softmax, weighted sum.
 """
 import math
 
 import numpy as np
 
-from minigrad import ops
+from minigrad import get_default_dtype, make_node, ops
 from minigrad.nn import Linear, Module, Parameter, parameter, uniform_
-from minigrad import make_node
-from minigrad import get_default_dtype
 
 from .functional import masked_softmax
 from .masks import as_bool_mask, check_broadcast, key_padding_to_attn_mask
+
+# One shape contract: query (..., L, Dq), keys (..., S, Dk) -> scores (..., L, S).
+#   dot         q . k                               (Luong et al. 2015, "dot")
+#   scaled dot  q . k / sqrt(D)                     (Vaswani et al. 2017)
+#   general     q^T W k                             (Luong et al. 2015, "general"; bilinear)
+#   additive    v^T tanh(W q + U k)                 (Bahdanau et al. 2015, "concat" in Luong)
+#   cosine      g cos(q, k), g learned              (content-based addressing, Graves et al. 2014)
+# Every score splits into `prepare_keys(keys)` (work that depends on the keys only: U k, W k, k / |k|)
+# and `score_prepared(query, prepared)`, so a decoder computes the first once per source sentence and
+# the second at every step. Calling the module, `score(query, keys)` (its forward), does both.
 
 
 def _check_same_dim(name, q, k):

@@ -1,31 +1,28 @@
-"""GRU encoder-decoder with pluggable attention (Bahdanau et al. 2015; Luong et al. 2015).
-
-Without attention the decoder sees the source only through one fixed-size vector, the encoder's
-final state: the information bottleneck (Cho et al. 2014; experiment E1). With attention each step
-reads a weighted sum of all encoder states, scored by any function in scores.py.
-
-Bahdanau's ordering: at step t the previous decoder state s_{t-1} is the query; the context c_t it
-reads feeds the GRU with the previous token, and the output layer sees [s_t; c_t].
-Letters: B batch, S source length, T target length, V vocabulary.
-
-    model = Seq2Seq(V, V, attention="additive")
-    logits, align = model(src, tgt_in, src_lengths)        # teacher forcing; tgt_in (B, T) starts with BOS
-    tokens, align = model.greedy(src, max_len, src_lengths=src_lengths)   # decoding, stops at EOS
-
-Token ids: `greedy` starts from BOS and stops a row at EOS, padding after it with PAD; the defaults are the
-ids of attention.tasks (PAD = 0, BOS = 1, EOS = 2), and any other ids can be passed.
+"""GRU encoder-decoder with pluggable attention (Bahdanau et al. 2015; Luong et al. 2015): without it the decoder
+sees the source only through the encoder's final state, the information bottleneck (Cho et al. 2014; E1); with
+it each step reads a weighted sum of all encoder states, scored by any score of scores.py or Luong's window.
 """
 import numpy as np
 
-from minigrad import no_grad, ops
+from minigrad import Tensor, no_grad, ops
 from minigrad.nn import Embedding, GRUCell, Linear, Module
-from minigrad.ops.recurrent import gru_sequence
-from minigrad.tensor import Tensor
+from minigrad.ops import gru_sequence
 
-from .local import LOCAL_MODES, LuongLocalAttention
+from .luong import LOCAL_MODES, LuongLocalAttention
 from .masks import padding_mask_from_lengths
 from .scores import Attention, Score, make_score
-from .tasks import BOS, EOS, PAD
+from .tokens import BOS, EOS, PAD
+
+# Bahdanau's ordering: at step t the previous decoder state s_{t-1} is the query; the context c_t it
+# reads feeds the GRU with the previous token, and the output layer sees [s_t; c_t].
+# Letters: B batch, S source length, T target length, V vocabulary.
+#
+#     model = Seq2Seq(V, V, attention="additive")
+#     logits, align = model(src, tgt_in, src_lengths)        # teacher forcing; tgt_in (B, T) starts with BOS
+#     tokens, align = model.greedy(src, max_len, src_lengths=src_lengths)   # decoding, stops at EOS
+#
+# Token ids: `greedy` starts from BOS and stops a row at EOS, padding after it with PAD; the defaults are the
+# ids of tokens.py (PAD = 0, BOS = 1, EOS = 2, also attention.tasks'), and any other ids can be passed.
 
 
 def _ints(x, name):
@@ -50,7 +47,7 @@ class Seq2Seq(Module):
         if bidirectional:
             self.enc_bwd = GRUCell(emb_dim, enc_hidden)
         self.bridge = Linear(self.enc_dim, dec_hidden)  # final encoder state -> first decoder state
-        if isinstance(attention, str) and attention in LOCAL_MODES:  # Luong's local-m / local-p (local.py)
+        if isinstance(attention, str) and attention in LOCAL_MODES:  # Luong's local-m / local-p (luong.py)
             attention = LuongLocalAttention(attention, dec_hidden, self.enc_dim)
         if attention is None or attention == "none":
             self.attn, ctx = None, 0
@@ -140,7 +137,8 @@ class Seq2Seq(Module):
         src (B, S) integer tokens (with src_lengths, PAD past each length is ignored). Returns
         (tokens (B, max_len) int64: each row up to and including its first `eos`, `pad` after it;
          alignments (B, max_len, S) attention weights, zero after a row's `eos`; None without attention).
-        Defaults are attention.tasks' ids: PAD = 0, BOS = 1, EOS = 2; eos=None decodes max_len steps.
+        Defaults are the ids of attention.tokens (also attention.tasks'): PAD = 0, BOS = 1, EOS = 2; eos=None
+        decodes max_len steps.
         """
         if isinstance(max_len, bool) or not isinstance(max_len, (int, np.integer)) or max_len < 0:
             raise ValueError(f"Seq2Seq.greedy: max_len must be an integer >= 0, got {max_len!r}")

@@ -1,23 +1,23 @@
-"""Transformer layers, their stacks and positional encodings (Vaswani et al. 2017; pre-LN: Xiong et al. 2020).
-
-Pre-LN (the default here, norm_first=True) puts LayerNorm inside each residual branch, x + f(LN(x)),
-which trains without warm-up tricks at these sizes; norm_first=False is the original post-LN,
-LN(x + f(x)), torch's default. Attribute names follow torch.nn.TransformerEncoderLayer /
-TransformerDecoderLayer and the stacks torch.nn.TransformerEncoder / TransformerDecoder (layers.0...,
-optional final norm), batch_first=True, so their state dicts load here unchanged. As everywhere in this
-package, a boolean mask is True where a query *may* attend (PyTorch's layers use the opposite), and a
-key_padding_mask is True at padding.
+"""Transformer layers, their stacks and positional encodings (Vaswani et al. 2017; pre-LN: Xiong et al. 2020),
+with torch.nn.Transformer*'s attribute names, so their state dicts load here unchanged.
 """
 import copy
 import math
 
 import numpy as np
 
-from minigrad import ops
+from minigrad import Tensor, get_default_dtype, ops
 from minigrad.nn import Dropout, LayerNorm, Linear, Module, ModuleList, normal_, parameter
-from minigrad import Tensor, get_default_dtype
 
 from .multihead import MultiHeadAttention
+
+# Pre-LN (the default here, norm_first=True) puts LayerNorm inside each residual branch, x + f(LN(x)),
+# which trains without warm-up tricks at these sizes; norm_first=False is the original post-LN,
+# LN(x + f(x)), torch's default. Attribute names follow torch.nn.TransformerEncoderLayer /
+# TransformerDecoderLayer and the stacks torch.nn.TransformerEncoder / TransformerDecoder (layers.0...,
+# optional final norm), batch_first=True, so their state dicts load here unchanged. As everywhere in this
+# package, a boolean mask is True where a query *may* attend (PyTorch's layers use the opposite), and a
+# key_padding_mask is True at padding.
 
 _ACTIVATIONS = {"relu": ops.relu, "gelu": ops.gelu}
 

@@ -25,7 +25,7 @@ import numpy as np
 
 import minigrad as mg
 from attention import Seq2Seq
-from attention.tasks import EOS, PAD
+from attention.tokens import EOS, PAD
 from attention.tasks.sequences import SequenceTask
 from plots import head_grid, learning_curves
 

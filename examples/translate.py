@@ -22,7 +22,7 @@ import numpy as np
 import minigrad as mg
 from attention import SinusoidalPositionalEncoding, TransformerDecoderLayer, TransformerEncoderLayer
 from attention.masks import padding_mask_from_lengths
-from attention.tasks import BOS, EOS, PAD
+from attention.tokens import BOS, EOS, PAD
 from attention.tasks.sequences import SequenceTask
 from minigrad import nn
 from plots import head_grid, learning_curves

@@ -101,7 +101,7 @@ def _scripted(m, script, S):
 
 
 def test_greedy_stops_when_every_row_has_emitted_eos_and_pads_after_it():
-    from attention.tasks import BOS, EOS, PAD
+    from attention.tokens import BOS, EOS, PAD
     m = Seq2Seq(8, 8, emb_dim=2, enc_hidden=2, dec_hidden=4, attention="additive", attn_hidden=2)
     script = [[5, 6, EOS], [EOS, 7, 3], [4, 4, 5], [4, EOS, 6], [3, 3, EOS], [6, 6, 6]]
     calls = _scripted(m, script, S=3)
@@ -116,7 +116,7 @@ def test_greedy_stops_when_every_row_has_emitted_eos_and_pads_after_it():
 
 
 def test_greedy_with_eos_equals_full_decoding_up_to_eos():
-    from attention.tasks import EOS, PAD
+    from attention.tokens import EOS, PAD
     mg.manual_seed(1)
     m = Seq2Seq(7, 7, emb_dim=8, enc_hidden=8, dec_hidden=16, attention="dot")
     m.out.weight.data *= 8                                  # sharp, input-dependent logits, and EOS favoured:

@@ -34,7 +34,7 @@ def translate_module(float64):
 
 def test_greedy_matches_teacher_forcing_and_stops_at_eos(translate_module):
     import minigrad as mg
-    from attention.tasks import EOS, PAD
+    from attention.tokens import EOS, PAD
     mg.manual_seed(0)
     m = translate_module.Transformer(9, d_model=8, nhead=2, layers=1, dim_feedforward=16)
     m.out.bias.data[EOS] += 0.5                              # some rows end early

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from attention.tasks import BOS, EOS, FIRST_TOKEN, PAD
+from attention.tokens import BOS, EOS, FIRST_TOKEN, PAD
 from attention.tasks.sequences import TASKS, SequenceTask, make_batch, target_tokens
 
 

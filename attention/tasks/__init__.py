@@ -1,18 +1,15 @@
-"""Seeded, vectorised toy data sets on which attention is needed (numpy only).
-
-One module per family of tasks, each with its fixed held-out test set:
-  sequences.py  copy / reverse / sort of token sequences with padding (the bottleneck, cross-attention)
-  recall.py     key -> value recall (the seed's "library"), the two-marker task for heads, 1-D pooling regression
-  pointer.py    the 1-D pointer lookup for hard vs soft attention
-  canvases.py   cluttered canvases of glyphs (or the user's objects) for glimpse-based hard attention
-
-Token ids shared by every sequence task (documented in sequences.py): PAD = 0, BOS = 1, EOS = 2; content
-tokens start at FIRST_TOKEN = 3.
+"""Seeded, vectorised toy data sets on which attention is needed (numpy only), one module per family of tasks,
+each with its fixed held-out test set; and draw_outside, how they keep training rows out of it.
 """
 import numpy as np
 
-PAD, BOS, EOS = 0, 1, 2
-FIRST_TOKEN = 3
+from ..tokens import BOS, EOS, FIRST_TOKEN, PAD  # noqa: F401  (attention.tasks.PAD etc.: the ids live in tokens.py)
+from .sequences import SequenceTask  # noqa: F401
+
+# sequences.py  copy / reverse / sort of token sequences with padding (the bottleneck, cross-attention)
+# recall.py     key -> value recall (the seed's "library"), the two-marker task for heads, 1-D pooling regression
+# pointer.py    the 1-D pointer lookup for hard vs soft attention
+# canvases.py   cluttered canvases of glyphs (or the user's objects) for glimpse-based hard attention
 
 
 def draw_outside(draw, keys, held_out, n, rng, what):
@@ -30,6 +27,3 @@ def draw_outside(draw, keys, held_out, n, rng, what):
         for a, f in zip(out, fresh):
             a[clash] = f
     raise RuntimeError(f"{what}: could not draw rows outside the test set; the task's space is too small")
-
-# after the ids, which the task modules import
-from .sequences import SequenceTask  # noqa: E402,F401

@@ -1,17 +1,17 @@
-"""Cluttered glimpse canvases (E9, E10): one object at a random place on a blank canvas, plus clutter.
-
-As the cluttered translated MNIST of Mnih et al. (2014, "Recurrent models of visual attention"), but
-numpy only: the objects are a built-in glyph set (ten stroke figures drawn with random jitter of every
-stroke end, size, rotation, shear, thickness and ink, so no few templates cover a class) or the user's own
-objects (`load_objects`, an .npz with `images` (N, h, w) in [0, 1] and integer `labels` (N,)).
-
-The rule for objects: each side at most a quarter of the canvas side (8 pixels on the default 32x32), so a
-10x10 glimpse always holds a whole object. An object is pasted at a uniformly random top-left corner with
-its whole box inside the canvas; clutter fragments (random 4x4 crops of other objects of the same source)
-go at random places that do not overlap the object's box; pixels combine by max. The test set is fixed:
-drawn once from its own seed, and for user objects from held-out source images (disjoint from training).
+"""Cluttered glimpse canvases (E9, E10): one object at a random place on a blank canvas, plus clutter, as the
+cluttered translated MNIST of Mnih et al. (2014, "Recurrent models of visual attention"), numpy only.
 """
 import numpy as np
+
+# The objects are a built-in glyph set (ten stroke figures drawn with random jitter of every
+# stroke end, size, rotation, shear, thickness and ink, so no few templates cover a class) or the user's own
+# objects (`load_objects`, an .npz with `images` (N, h, w) in [0, 1] and integer `labels` (N,)).
+#
+# The rule for objects: each side at most a quarter of the canvas side (8 pixels on the default 32x32), so a
+# 10x10 glimpse always holds a whole object. An object is pasted at a uniformly random top-left corner with
+# its whole box inside the canvas; clutter fragments (random 4x4 crops of other objects of the same source)
+# go at random places that do not overlap the object's box; pixels combine by max. The test set is fixed:
+# drawn once from its own seed, and for user objects from held-out source images (disjoint from training).
 
 # Ten glyph classes as line segments (x0, y0, x1, y1) in the unit square, y pointing down.
 _OCTAGON = [(0.5 + 0.4 * np.cos(a), 0.5 + 0.4 * np.sin(a), 0.5 + 0.4 * np.cos(a + np.pi / 4),

@@ -1,16 +1,15 @@
 """The 1-D pointer lookup (E8): L cells hold values in [0, K); a header names one cell; the answer is its value.
-
-    task = PointerTask(cells=32, values=10)
-    header, cells, target = task.sample(64, rng)   # (B,), (B, L), (B,) int64; never an item of the test set
-    header, cells, target = task.test              # the fixed held-out set (its own seed)
-    task.features(header, cells)                   # (B, L + L*K) one-hot float32: what an MLP on everything reads
-    task.chance                                    # 1/L + (1 - 1/L)/K: read one random cell, answer its value
-
 Hard attention reads one cell (which must be the header's), soft attention a weighted mix of all of them.
 """
 import numpy as np
 
 from . import draw_outside
+
+#     task = PointerTask(cells=32, values=10)
+#     header, cells, target = task.sample(64, rng)   # (B,), (B, L), (B,) int64; never an item of the test set
+#     header, cells, target = task.test              # the fixed held-out set (its own seed)
+#     task.features(header, cells)                   # (B, L + L*K) one-hot float32: what an MLP on everything reads
+#     task.chance                                    # 1/L + (1 - 1/L)/K: read one random cell, answer its value
 
 TEST_SEED = 2 ** 31 - 7  # the test set's own stream, whatever seed the training run uses
 

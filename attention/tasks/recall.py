@@ -1,20 +1,21 @@
-"""Toy data for soft attention without a decoder: 1-D attention pooling, key -> value recall, two markers.
-
-  pooling_regression  noisy samples of a 1-D function (Nadaraya 1964, Watson 1964: kernel regression is
-                      attention whose keys are the training inputs and values their labels)
-  Recall              the seed document's "library": a query (the topic) must find the one key (a title)
-                      equal to it among n_pairs (key, value) pairs and return that key's value (the content)
-  TwoMarker           a token sequence with several A and B markers, each followed by a value token; the
-                      answer is the pair (value after the most recent A, value after the most recent B)
-
-Every generator is vectorised and seeded: `batch(n, rng)` draws training rows from a numpy Generator, and
-`test` is a fixed held-out set built from the constructor's seed. Training rows never equal a test row (a row
-that does is redrawn), so accuracy on `test` is on data the model never saw. None of these tasks pads, so the
-PAD/BOS/EOS ids of attention.tasks are not used here; ids start at 0 and are documented per class.
+"""Toy data for soft attention without a decoder: 1-D attention pooling (Nadaraya 1964, Watson 1964), key ->
+value recall (the seed's "library"), two markers (for heads).
 """
 import numpy as np
 
 from . import draw_outside
+
+#   pooling_regression  noisy samples of a 1-D function (Nadaraya 1964, Watson 1964: kernel regression is
+#                       attention whose keys are the training inputs and values their labels)
+#   Recall              the seed document's "library": a query (the topic) must find the one key (a title)
+#                       equal to it among n_pairs (key, value) pairs and return that key's value (the content)
+#   TwoMarker           a token sequence with several A and B markers, each followed by a value token; the
+#                       answer is the pair (value after the most recent A, value after the most recent B)
+#
+# Every generator is vectorised and seeded: `batch(n, rng)` draws training rows from a numpy Generator, and
+# `test` is a fixed held-out set built from the constructor's seed. Training rows never equal a test row (a row
+# that does is redrawn), so accuracy on `test` is on data the model never saw. None of these tasks pads, so the
+# PAD/BOS/EOS ids of attention.tasks are not used here; ids start at 0 and are documented per class.
 
 
 def _check_int(name, value, low):

@@ -1,28 +1,29 @@
-"""Copy, reverse and sort of random token sequences, with variable lengths and padding (numpy only).
-
-The classic toy "translations" for encoder-decoders: reversing needs the first source token at the last
-target step, which a fixed-size summary of the source holds worse the longer the source is (the
-bottleneck, Cho et al. 2014; Bahdanau et al. 2015); sorting needs the decoder to look at every token.
-
-Token ids (the constants of attention.tasks):
-  PAD = 0          fills a row past its length, in sources and targets (use it as cross_entropy's ignore_index)
-  BOS = 1          the decoder's first input (tgt_in starts with it)
-  EOS = 2          ends every target (tgt_out ends with it); greedy decoding stops on it
-  FIRST_TOKEN = 3  content tokens are FIRST_TOKEN .. vocab_size - 1
-A batch of B sequences of lengths n_i, padded to N = max n_i:
-  src (B, N)         the tokens, PAD past n_i;             src_lengths (B,) = n_i
-  tgt_in (B, N + 1)  BOS, then the target tokens, PAD after
-  tgt_out (B, N + 1) the target tokens, then EOS, PAD after  (tgt_in shifted left by one)
-
-Held-out test sets: `SequenceTask` builds one test set per test length when it is made, fixed by its seed; no
-training batch holds a source sequence of a test set (rows that would are redrawn). A test set may take at
-most a quarter of all sequences of its length, so that enough is left for training; more is refused.
+"""Copy, reverse and sort of random token sequences, with variable lengths and padding (numpy only): the toy
+"translations" of the bottleneck (Cho et al. 2014; Bahdanau et al. 2015) and of cross-attention.
 """
 from collections import namedtuple
 
 import numpy as np
 
-from . import BOS, EOS, FIRST_TOKEN, PAD
+from ..tokens import BOS, EOS, FIRST_TOKEN, PAD
+
+# The classic toy "translations" for encoder-decoders: reversing needs the first source token at the last
+# target step, which a fixed-size summary of the source holds worse the longer the source is (the
+# bottleneck, Cho et al. 2014; Bahdanau et al. 2015); sorting needs the decoder to look at every token.
+#
+# Token ids (attention/tokens.py, also attention.tasks.PAD etc.):
+#   PAD = 0          fills a row past its length, in sources and targets (use it as cross_entropy's ignore_index)
+#   BOS = 1          the decoder's first input (tgt_in starts with it)
+#   EOS = 2          ends every target (tgt_out ends with it); greedy decoding stops on it
+#   FIRST_TOKEN = 3  content tokens are FIRST_TOKEN .. vocab_size - 1
+# A batch of B sequences of lengths n_i, padded to N = max n_i:
+#   src (B, N)         the tokens, PAD past n_i;             src_lengths (B,) = n_i
+#   tgt_in (B, N + 1)  BOS, then the target tokens, PAD after
+#   tgt_out (B, N + 1) the target tokens, then EOS, PAD after  (tgt_in shifted left by one)
+#
+# Held-out test sets: `SequenceTask` builds one test set per test length when it is made, fixed by its seed; no
+# training batch holds a source sequence of a test set (rows that would are redrawn). A test set may take at
+# most a quarter of all sequences of its length, so that enough is left for training; more is refused.
 
 TASKS = ("copy", "reverse", "sort")
 
