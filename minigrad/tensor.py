@@ -25,6 +25,10 @@ class Tensor:
     def __init__(self, data, requires_grad=False, dtype=None):
         if isinstance(data, Tensor):
             data = data.data
+        elif isinstance(data, (list, tuple)) and _holds_graph(data):
+            raise TypeError("expected a Tensor (or numbers), got a list or tuple holding Tensors that require grad: "
+                            "turning it into one array would drop their graph; combine them with minigrad.stack "
+                            "(or cat) to keep it, or .detach() them to make a constant")
         if dtype is not None:
             arr = np.asarray(data, dtype=dtype)
         elif isinstance(data, (np.ndarray, np.generic)):
@@ -327,6 +331,19 @@ def make_node(data, parents, backward, name):
                 return out
     out.requires_grad, out._parents, out._backward, out._op = False, (), None, None
     return out
+
+
+def _holds_graph(seq):
+    """True if the nested lists/tuples seq hold a Tensor that requires grad (np.asarray would drop its graph)."""
+    stack = [seq]
+    while stack:
+        for e in stack.pop():
+            if isinstance(e, Tensor):
+                if e.requires_grad:
+                    return True
+            elif isinstance(e, (list, tuple)):
+                stack.append(e)
+    return False
 
 
 def _raw(x):

@@ -237,3 +237,29 @@ def test_assigning_a_plain_tensor_to_a_parameter_name_is_an_error_not_a_silent_u
     assert [n for n, _ in lin.named_parameters()] == ["weight", "bias"]
     lin.bias = None  # None is allowed: the layer then has no bias
     assert [n for n, _ in lin.named_parameters()] == ["weight"]
+
+
+# ---- a list of Tensors where one Tensor is expected: an error at the call, never a silent detach -------------
+
+@pytest.mark.parametrize("call", [
+    lambda x: mg.mean([x, x + 2]),
+    lambda x: mg.sum((x, x)),
+    lambda x: mg.exp([x]),
+    lambda x: mg.tensor([x, x * 2]),
+    lambda x: mg.tensor([[x], [x]]),
+    lambda x: mg.Tensor([x, x]),
+    lambda x: mg.matmul([[x, x]], mg.tensor(np.ones((2, 1)))),
+    lambda x: x + [x, x],
+])
+def test_a_list_of_tensors_that_require_grad_is_refused_at_the_call(call):
+    x = mg.tensor(np.array(1.5), requires_grad=True)
+    with pytest.raises(TypeError, match="list or tuple holding Tensors that require grad.*stack"):
+        call(x)
+
+
+def test_a_list_of_constant_tensors_is_still_a_constant_and_stack_keeps_the_graph():
+    a, b = mg.tensor(1.0), mg.tensor(2.0)
+    np.testing.assert_array_equal(mg.tensor([a, b]).data, [1.0, 2.0])  # no graph to lose: as before
+    x = mg.tensor(np.array([1.0, 2.0]), requires_grad=True)
+    mg.stack([x, x + 2]).mean().backward()
+    np.testing.assert_array_equal(x.grad, [0.5, 0.5])  # each entry appears twice among the four
