@@ -5,6 +5,9 @@ import numpy as np
 
 from ..random import get_rng
 
+__all__ = ("uniform_", "normal_", "zeros_", "ones_", "xavier_uniform_", "xavier_normal_", "kaiming_uniform_",
+           "kaiming_normal_")
+
 
 def _fans(shape):
     if len(shape) < 2:

@@ -9,6 +9,8 @@ from . import functional as F
 from .init import kaiming_uniform_, normal_, ones_, uniform_, zeros_
 from .module import Module, parameter
 
+__all__ = ("Linear", "Embedding", "LayerNorm", "Dropout", "ReLU", "Tanh", "Sigmoid", "GELU", "Softmax")
+
 
 class Linear(Module):
     """y = x W^T + b with W (out_features, in_features), initialised as torch.nn.Linear."""

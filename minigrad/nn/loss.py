@@ -6,6 +6,9 @@ from .functional import (_check_reduction, binary_cross_entropy, binary_cross_en
                          huber_loss, kl_div, l1_loss, mse_loss, nll_loss, smooth_l1_loss)
 from .module import Module
 
+__all__ = ("CrossEntropyLoss", "NLLLoss", "BCEWithLogitsLoss", "BCELoss", "MSELoss", "L1Loss", "HuberLoss",
+           "SmoothL1Loss", "KLDivLoss")
+
 
 class _Loss(Module):
     """A loss module: options at construction, forward(input, target) calls the function."""

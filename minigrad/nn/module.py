@@ -11,6 +11,8 @@ from ..dtypes import get_default_dtype
 from ..ops import data_of
 from ..tensor import Tensor
 
+__all__ = ("Parameter", "parameter", "Module", "ModuleList", "Sequential", "ModuleDict")
+
 
 class Parameter(Tensor):
     """A Tensor that a Module registers as trainable (requires_grad=True)."""

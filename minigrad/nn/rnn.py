@@ -16,6 +16,8 @@ from . import functional as F
 from .init import uniform_
 from .module import Module, parameter
 
+__all__ = ("GRUCell", "LSTMCell", "GRU", "LSTM")
+
 
 class _RNNCellBase(Module):
     def __init__(self, input_size, hidden_size, bias, gates):

@@ -14,6 +14,10 @@ from ..dtypes import floating
 from ..tensor import Tensor, make_node
 from ._args import _F64, _binary, _scalar, _shapes_broadcast, _with_scalar, as_tensor
 
+# the ops of this file: minigrad.ops (and minigrad) export __all__; Tensor gets METHODS as methods
+__all__ = ("add", "sub", "mul", "div", "pow", "neg")
+METHODS = ("pow",)
+
 # ---- elementwise arithmetic --------------------------------------------------------------------
 
 

@@ -14,6 +14,13 @@ from ..tensor import Tensor, make_node
 from ._args import _all_finite, as_tensor
 from .shape import nonzero
 
+# the ops of this file: minigrad.ops (and minigrad) export __all__; Tensor gets METHODS as methods
+__all__ = ("exp", "log", "sqrt", "abs", "tanh", "sigmoid", "relu", "softplus", "gelu", "sin", "cos", "log1p",
+           "expm1", "sign", "floor", "ceil", "round", "clamp", "clip", "maximum", "minimum", "where",
+           "masked_fill", "astype")
+METHODS = ("exp", "log", "sqrt", "abs", "tanh", "sigmoid", "relu", "gelu", "sin", "cos", "log1p", "expm1", "sign",
+           "floor", "ceil", "round", "clamp", "clip", "maximum", "minimum", "masked_fill", "astype")
+
 # ---- elementwise functions ---------------------------------------------------------------------
 
 

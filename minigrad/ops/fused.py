@@ -19,6 +19,10 @@ from .linalg import matmul
 from .reduce import _lse, logsumexp, mean
 from .shape import getitem, transpose
 
+# the ops of this file: minigrad.ops (and minigrad) export __all__; Tensor gets METHODS as methods
+__all__ = ("softmax", "log_softmax", "linear", "cross_entropy", "layer_norm", "gru_cell")
+METHODS = ("softmax", "log_softmax")
+
 
 # ---- softmax -------------------------------------------------------------------------------------
 

@@ -5,6 +5,10 @@ from ..tensor import make_node
 from ..dtypes import promote
 from ._args import as_tensor
 
+# the ops of this file: minigrad.ops (and minigrad) export __all__; Tensor gets METHODS as methods
+__all__ = ("matmul", "einsum", "outer", "tril", "triu")
+METHODS = ("outer", "tril", "triu")
+
 # ---- matrix products ---------------------------------------------------------------------------
 
 

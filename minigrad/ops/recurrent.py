@@ -16,6 +16,10 @@ from ..tensor import Tensor, make_node
 from ._args import as_tensor
 from .elementwise import _sigmoid
 
+# the ops of this file: minigrad.ops (and minigrad) export __all__; Tensor gets METHODS as methods
+__all__ = ("gru_sequence", "lstm_sequence")
+METHODS = ()
+
 
 def _lengths_mask(lengths, T, B, who):
     """lengths (B,) ints in [1, T] -> (T, B, 1) bool, True at valid steps; None for no lengths."""

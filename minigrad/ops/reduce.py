@@ -13,6 +13,12 @@ from ..tensor import Tensor, make_node
 from ._args import _axis, _check_axis, _norm_axes, _reduce_axis, as_tensor, data_of
 from .shape import gather, reshape
 
+# the ops of this file: minigrad.ops (and minigrad) export __all__; Tensor gets METHODS as methods
+__all__ = ("sum", "mean", "var", "std", "max", "min", "amax", "amin", "logsumexp", "argmax", "argmin", "prod",
+           "norm", "cumsum", "max_result", "min_result")
+METHODS = ("sum", "mean", "var", "std", "max", "min", "amax", "amin", "logsumexp", "argmax", "argmin", "prod",
+           "norm", "cumsum")
+
 # ---- reductions --------------------------------------------------------------------------------
 
 

@@ -10,6 +10,12 @@ from ..autograd.backward import Scatter
 from ..tensor import Tensor, make_node
 from ._args import _axis, _check_axis, _norm_axes, _shape_arg, as_tensor
 
+# the ops of this file: minigrad.ops (and minigrad) export __all__; Tensor gets METHODS as methods
+__all__ = ("reshape", "flatten", "transpose", "swapaxes", "expand", "squeeze", "unsqueeze", "gather", "concat",
+           "cat", "stack", "pad", "split", "chunk", "tile", "repeat", "flip", "roll", "masked_select", "nonzero")
+METHODS = ("reshape", "flatten", "transpose", "swapaxes", "expand", "squeeze", "unsqueeze", "gather", "split",
+           "chunk", "tile", "repeat", "flip", "roll", "masked_select", "nonzero")
+
 
 def reshape(a, *shape):
     """Reshape to `shape` (a tuple or separate ints, -1 inferred), as torch.reshape; backward: g reshaped back."""
