@@ -5,9 +5,9 @@ import math
 
 import numpy as np
 
-from minigrad import make_node
-from minigrad.fast.blas import rowdot, rowmax, rowsum
+from minigrad import make_node, ops
 from minigrad.autograd import in_place_backward
+from minigrad.fast.blas import rowdot, rowmax, rowsum
 from minigrad.ops import as_tensor
 from minigrad.random import get_rng
 
@@ -170,6 +170,27 @@ def check_qkv(q, k, v):
 
 
 # ---- public API ------------------------------------------------------------------------------------
+
+def reference_sdpa(query, key, value, attn_mask=None, is_causal=False, scale=None):
+    """The plain form of scaled_dot_product_attention (no dropout, finite inputs), composed of ops: scores
+    q k^T * scale (+ a float mask); a softmax over the keys each query may attend (the others selected out, so
+    a row with nothing to attend has weight 0); the weighted sum of the values. The fused kernel below computes
+    the same in one node; tests/test_attention_sdpa.py holds the two equal, values and gradients."""
+    q, k, v = as_tensor(query), as_tensor(key), as_tensor(value)
+    allowed, bias = prepare_masks(attn_mask, is_causal, check_qkv(q, k, v), q.dtype)
+    E = q.shape[-1]
+    scale = (1.0 / math.sqrt(E) if E else 1.0) if scale is None else float(scale)
+    s = (q @ k.swapaxes(-1, -2)) * scale                                  # (..., L, S)
+    if bias is not None:
+        s = s + bias
+    if allowed is None:
+        return s.softmax(-1) @ v
+    s = ops.where(allowed, s, -np.inf)                                    # masked scores: out of the race
+    m = s.max(-1, keepdims=True).detach()                                 # a constant shift, for stability
+    e = ops.where(allowed, (s - ops.where(np.isfinite(m.data), m, 0.0)).exp(), 0.0)
+    d = e.sum(-1, keepdims=True)
+    return (e / ops.where(d.data == 0, 1.0, d)) @ v                       # a row with no key: 0
+
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
                                  scale=None, return_weights=False, training=True, rng=None):
