@@ -2,7 +2,8 @@
 with its op, shape, value and gradient) and traced op by op (forward and backward time, gradient norm).
 
 It echoes micrograd's draw_dot: the graph is the program that backpropagation runs in reverse. The
-reference walk (minigrad.reference_backward, ~20 lines) and the fast one (Tensor.backward) agree on it.
+reference walk (minigrad.reference_backward, ~50 lines in minigrad/autograd/backward.py) and the fast one
+(Tensor.backward, run_backward in the same file) agree on it.
 
 python examples/autodiff_tour.py [--quick] [--seed N] [--out DIR]
 Writes its PNG figures, metrics.json (its headline numbers), section.md and headline.json under --out.

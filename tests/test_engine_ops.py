@@ -2,7 +2,7 @@
 
 A row is (id, ops it covers, minigrad fn, NumPy reference, input shapes, input domains). Inputs are float64,
 drawn with negative entries unless the op's domain says otherwise; gradcheck backpropagates a random
-upstream gradient. `test_every_public_op_has_a_row` fails when ops.py gains an op without a row here.
+upstream gradient. `test_every_public_op_has_a_row` fails when a family in minigrad/ops/ gains an op without a row here.
 """
 import importlib
 import inspect
@@ -503,7 +503,7 @@ def test_every_public_op_has_a_row():
     missing = sorted(aliases.get(n, n) for n in public - tested_elsewhere if aliases.get(n, n) not in covered)
     assert not missing, f"ops without a row in the op table: {missing}"
     unknown = covered - {aliases.get(n, n) for n in public}
-    assert not unknown, f"rows name ops that ops.py does not define: {unknown}"
+    assert not unknown, f"rows name ops that minigrad/ops/ does not define: {unknown}"
 
 
 def test_tensor_methods_reach_ops():

@@ -1,6 +1,7 @@
 """The public surface: the custom-op entry point the attention package builds on, and what it may import."""
 import os
 import re
+import sys
 
 import numpy as np
 import pytest
@@ -22,14 +23,19 @@ def test_make_node_builds_a_differentiable_op(float64):
         assert not cube(x).requires_grad  # no graph under no_grad
 
 
-def test_attention_package_uses_only_the_public_node_builder():
-    """The library teaches custom ops through make_node/Function and uses them itself, not ops._make."""
-    folder = os.path.join(ROOT, "attention")
+def test_attention_package_uses_only_the_engines_public_names():
+    """The library teaches custom ops through make_node/Function and uses them itself: attention imports no
+    private name or private module of minigrad (and there is one node builder, make_node)."""
+    import ast
     offenders = []
-    for dirpath, _, files in os.walk(folder):
+    for dirpath, _, files in os.walk(os.path.join(ROOT, "attention")):
         for name in files:
             if name.endswith(".py"):
-                with open(os.path.join(dirpath, name)) as f:
-                    if re.search(r"\b_make\b", f.read()):
-                        offenders.append(name)
+                path = os.path.join(dirpath, name)
+                for node in ast.walk(ast.parse(open(path).read())):
+                    if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("minigrad"):
+                        private = [a.name for a in node.names if a.name.startswith("_")]
+                        if private or any(part.startswith("_") for part in node.module.split(".")):
+                            offenders.append(f"{name}: from {node.module} import {', '.join(private) or '...'}")
     assert offenders == []
+    assert not hasattr(sys.modules["minigrad.tensor"], "_make")

@@ -14,7 +14,7 @@ class _GradMode(threading.local):
 
 _grad_mode = _GradMode()
 # How many threads have grad mode off. While it is 0 (the usual case) ops skip the thread-local lookup,
-# which costs several times a global read on the hottest path there is (every op's _make).
+# which costs several times a global read on the hottest path there is (every op's make_node).
 _n_disabled = 0
 _mode_lock = threading.Lock()
 

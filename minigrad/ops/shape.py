@@ -1,7 +1,7 @@
 """Shape ops: reshape, transpose, expand, squeeze, indexing, gather, concat, stack, pad.
 
 Each moves or copies data without arithmetic, so each backward only moves the gradient back (a reshape,
-an inverse permutation, a scatter-add, a crop). Plumbing (_make, as_tensor) is in ops.py.
+an inverse permutation, a scatter-add, a crop). Argument checks are in _args.py.
 """
 
 import numpy as np
