@@ -58,7 +58,7 @@ def _forward_kernel(q, k, v, allowed, bias, scale, dropout_p, rng, dirty):
         m = rowmax(s)
     s -= m
     p = np.exp(s, out=s)                             # (..., L, S), reusing the scores' buffer
-    denom = rowsum(p)                                # a BLAS product with ones (see minigrad/blas.py)
+    denom = rowsum(p)                                # a BLAS product with ones (see minigrad/fast/blas.py)
     if allowed is not None or s.shape[-1] == 0:
         denom[denom == 0] = 1                        # fully masked row: p stays 0, output 0
     if dirty:

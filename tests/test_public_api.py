@@ -1,10 +1,8 @@
 """The public surface: the custom-op entry point the attention package builds on, and what it may import."""
 import os
-import re
 import sys
 
 import numpy as np
-import pytest
 
 import minigrad as mg
 
