@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import minigrad as mg
+from helpers import assert_same_function
 from minigrad.ops import fused
 
 R = np.random.default_rng(0)
@@ -36,15 +37,7 @@ CASES = {
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_fused_kernel_equals_its_reference(name):
     fast, plain, make = CASES[name]
-    ins = make()
-    ref_ins = [mg.tensor(t.data.copy(), requires_grad=True) for t in ins]
-    y, y_ref = fast(*ins), plain(*ref_ins)
-    np.testing.assert_allclose(y.data, y_ref.data, rtol=1e-12, atol=1e-12)
-    u = R.standard_normal(y.shape)
-    y.backward(u)
-    y_ref.backward(u)
-    for i, (a, b) in enumerate(zip(ins, ref_ins)):
-        np.testing.assert_allclose(a.grad, b.grad, rtol=1e-10, atol=1e-12, err_msg=f"{name}: input {i}")
+    assert_same_function(fast, plain, make(), R, name)
 
 
 def test_cross_entropy_equals_its_reference():

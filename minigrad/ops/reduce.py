@@ -56,17 +56,22 @@ def var(a, axis=None, keepdims=False, dim=None, correction=1):
     """Variance sum((x - mean)^2) / (n - correction), as torch.var: correction=1 (the default) is the sample
     variance, correction=0 the population variance (NumPy's np.var default)."""
     a = as_tensor(a)
-    axes = _norm_axes(_reduce_axis(axis, dim), a.shape, "var")
+    axes, x, xc, dof = _spread("var", a, axis, dim, correction)
+    out = (xc * xc).sum(axis=axes, keepdims=keepdims) / dof
+    return make_node(out, (a,), lambda g: (
+        _expand_back(g, x.shape, axes, keepdims) * xc * (2.0 / dof),), "var")  # 2 (x - m) / (n - c)
+
+
+def _spread(op, a, axis, dim, correction):
+    """What var and std share: the axes, the float data x, its deviations x - mean, and n - correction."""
+    axes = _norm_axes(_reduce_axis(axis, dim), a.shape, op)
     x = floating(a.data)
     n = 1
     for i in axes:
         n *= x.shape[i]
     if n - correction <= 0:
-        raise ValueError(f"var: {n} elements with correction {correction} leave no degrees of freedom")
-    xc = x - x.mean(axis=axes, keepdims=True)
-    out = (xc * xc).sum(axis=axes, keepdims=keepdims) / (n - correction)
-    return make_node(out, (a,), lambda g: (
-        _expand_back(g, x.shape, axes, keepdims) * xc * (2.0 / (n - correction)),), "var")  # 2 (x - m) / (n - c)
+        raise ValueError(f"{op}: {n} elements with correction {correction} leave no degrees of freedom")
+    return axes, x, x - x.mean(axis=axes, keepdims=True), n - correction
 
 
 def _extreme(op, reduce, a, axis, keepdims, dim):
@@ -264,18 +269,11 @@ def std(a, axis=None, keepdims=False, dim=None, correction=1):
     Where the spread is zero (constant input) the gradient is 0, the subgradient at the kink (torch gives NaN).
     """
     a = as_tensor(a)
-    axes = _norm_axes(_axis(axis, dim), a.shape, "std")
-    x = a.data
-    n = 1
-    for i in axes:
-        n *= x.shape[i]
-    if n - correction <= 0:
-        raise ValueError(f"std: {n} elements with correction {correction} leave no degrees of freedom")
-    xc = x - x.mean(axis=axes, keepdims=True)
-    s = np.sqrt((xc * xc).sum(axis=axes, keepdims=True) / (n - correction))
+    axes, x, xc, dof = _spread("std", a, axis, dim, correction)
+    s = np.sqrt((xc * xc).sum(axis=axes, keepdims=True) / dof)
 
     def backward(g):  # d std = (x - mean) / ((n - c) std), and 0 where std = 0
-        scale = np.where(s == 0, 0, 1 / ((n - correction) * np.where(s == 0, 1, s)))
+        scale = np.where(s == 0, 0, 1 / (dof * np.where(s == 0, 1, s)))
         return (_expand_back(g, x.shape, axes, keepdims) * xc * scale,)
     return make_node(s if keepdims else s.reshape([k for i, k in enumerate(x.shape) if i not in axes]),
                      (a,), backward, "std")
