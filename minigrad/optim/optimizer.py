@@ -185,7 +185,6 @@ class Optimizer:
             state[p] = new
         self.param_groups[:] = groups
         self.state = defaultdict(dict, state)
-        del params
 
 
 def _array(v):
