@@ -78,7 +78,14 @@ def linspace(start, end, steps, dtype=None, requires_grad=False):
     """`steps` evenly spaced values from start to end inclusive (steps is required, as in torch)."""
     if not isinstance(steps, (int, np.integer)) or steps < 0:
         raise ValueError(f"linspace: steps must be a non-negative int, got {steps!r}")
-    return Tensor(np.linspace(start, end, steps, dtype=dtype or get_default_dtype()), requires_grad)
+    dtype = np.dtype(dtype or get_default_dtype())
+    if dtype.kind in "iu":  # as torch: start and end truncated to integers, float64 steps (the first half
+        start, end = int(start), int(end)  # counted from start, the rest back from end), truncated toward 0
+        i = np.arange(steps, dtype=np.float64)  # (NumPy's linspace floors them)
+        step = (end - start) / (steps - 1) if steps > 1 else 0.0
+        vals = np.where(i < steps // 2, start + step * i, end - step * (steps - 1 - i)) if steps > 1 else i + start
+        return Tensor(vals.astype(dtype), requires_grad)
+    return Tensor(np.linspace(start, end, steps, dtype=dtype), requires_grad)
 
 
 def arange(start, end=None, step=1, dtype=None, requires_grad=False):

@@ -208,7 +208,10 @@ class Tensor:
             if ufunc is None:
                 np.copyto(d, o, casting="unsafe")  # copy_ converts dtypes, as torch's copy_
             else:
-                ufunc(d, o, out=d, casting="same_kind")
+                try:
+                    ufunc(d, o, out=d, casting="same_kind")
+                except OverflowError:  # int32 += 0xFFFFFFFF: the number wraps into the dtype (torch)
+                    ufunc(d, _dtypes.wrap_int(o, d.dtype), out=d, casting="same_kind")
         except TypeError:
             raise TypeError(f"{name}: the result of {d.dtype} and {np.result_type(o)} cannot be stored in "
                             f"this tensor's dtype {d.dtype}") from None
@@ -252,8 +255,8 @@ class Tensor:
     def __gt__(self, other): return Tensor(self.data > _raw(other))
     def __ge__(self, other): return Tensor(self.data >= _raw(other))
     def __invert__(self): return Tensor(~self.data)
-    def __and__(self, other): return Tensor(self.data & _raw(other))
-    def __or__(self, other): return Tensor(self.data | _raw(other))
+    def __and__(self, other): return Tensor(_int_op(np.bitwise_and, self.data, other))
+    def __or__(self, other): return Tensor(_int_op(np.bitwise_or, self.data, other))
 
     def numel(self):
         """The number of elements (as torch.numel)."""
@@ -348,6 +351,17 @@ def _holds_graph(seq):
 
 def _raw(x):
     return x.data if isinstance(x, Tensor) else x
+
+
+def _int_op(f, x, other):
+    """f(x, other) for a bitwise operator; a Python int outside x's integer dtype wraps into it, as torch
+    (int32 | 0xFFFFFFFF is int32 | -1, that is -1), where NumPy raises OverflowError."""
+    try:
+        return f(x, _raw(other))
+    except OverflowError:
+        if type(other) is not int:
+            raise
+        return f(x, _dtypes.wrap_int(other, x.dtype))
 
 
 def tensor(data, requires_grad=False, dtype=None):

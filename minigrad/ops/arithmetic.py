@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 from ..autograd.backward import in_place_backward
-from ..dtypes import floating
+from ..dtypes import floating, wrap_int
 from ..tensor import Tensor, make_node
 from ._args import _F64, _binary, _scalar, _shapes_broadcast, _with_scalar, as_tensor
 
@@ -37,7 +37,10 @@ def add(a, b):
                 raise
     s = _scalar(b)
     if s is not None:
-        out = a.data + s
+        try:
+            out = a.data + s
+        except OverflowError:  # int32 + 0xFFFFFFFF: the number wraps into the dtype, as torch (no cost here)
+            out = a.data + wrap_int(s, a.data.dtype)
         if out.dtype is _F64 and a.data.dtype.kind != "f":  # int + float: see _with_scalar (inlined: hot)
             out = _with_scalar(a, s) + s
         return make_node(out, (a,), lambda g: (g,), "add")  # d(a+c) = g
@@ -49,7 +52,10 @@ def sub(a, b):
     """Elementwise a - b with broadcasting; backward: (g, -g)."""
     s = _scalar(b)
     if s is not None:
-        out = a.data - s
+        try:
+            out = a.data - s
+        except OverflowError:  # see add
+            out = a.data - wrap_int(s, a.data.dtype)
         if out.dtype is _F64 and a.data.dtype.kind != "f":  # int - float: see _with_scalar (inlined: hot)
             out = _with_scalar(a, s) - s
         return make_node(out, (a,), lambda g: (g,), "sub")
@@ -61,7 +67,11 @@ def rsub(a, b):
     """b - a, for number - Tensor."""
     s = _scalar(b)
     if s is not None:
-        return make_node(s - _with_scalar(a, s), (a,), lambda g: (-g,), "rsub")
+        try:
+            out = s - _with_scalar(a, s)
+        except OverflowError:  # see add
+            out = wrap_int(s, a.data.dtype) - a.data
+        return make_node(out, (a,), lambda g: (-g,), "rsub")
     return sub(as_tensor(b), a)
 
 
@@ -92,7 +102,10 @@ def mul(a, b):
             return make_node(out, (a, b), backward2, "mul")
     s = _scalar(b)
     if s is not None:
-        out = a.data * s
+        try:
+            out = a.data * s
+        except OverflowError:  # see add
+            out = a.data * wrap_int(s, a.data.dtype)
         if out.dtype is _F64 and a.data.dtype.kind != "f":  # int * float: see _with_scalar (inlined: hot)
             out = _with_scalar(a, s) * s
 
@@ -168,8 +181,8 @@ def pow(a, b):
         with np.errstate(divide="ignore", invalid="ignore"):
             if a.requires_grad:  # where b = 0 the gradient is 0, also at a = 0 (not 0 * inf)
                 ga = g * np.where(bd == 0, 0, bd * ad ** (bd - 1))
-            if b.requires_grad:
-                gb = g * out * np.where(ad > 0, np.log(np.where(ad > 0, ad, 1)), 0)
+            if b.requires_grad:  # log 0 = -inf where b < 0 (0^b = inf there: -inf, as torch), else 0
+                gb = g * out * np.where(ad > 0, np.log(np.where(ad > 0, ad, 1)), np.where(bd < 0, -np.inf, 0))
         return ga, gb
     return make_node(out, (a, b), backward, "pow")
 

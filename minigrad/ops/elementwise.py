@@ -266,21 +266,21 @@ clip = clamp
 def sin(a):
     """Sine, elementwise."""
     a = as_tensor(a)
-    x = a.data
+    x = floating(a.data)
     return make_node(np.sin(x), (a,), lambda g: (g * np.cos(x),), "sin")  # d sin = cos
 
 
 def cos(a):
     """Cosine, elementwise."""
     a = as_tensor(a)
-    x = a.data
+    x = floating(a.data)
     return make_node(np.cos(x), (a,), lambda g: (-g * np.sin(x),), "cos")  # d cos = -sin
 
 
 def log1p(a):
     """log(1 + x), accurate for small x."""
     a = as_tensor(a)
-    x = a.data
+    x = floating(a.data)
     if x.size and x.min() < -1:
         raise ValueError(f"log1p: input has entries below -1 (min {x.min()}), whose log1p is NaN")
     with np.errstate(divide="ignore"):
@@ -291,7 +291,7 @@ def log1p(a):
 def expm1(a):
     """e^x - 1, accurate for small x."""
     a = as_tensor(a)
-    out = np.expm1(a.data)
+    out = np.expm1(floating(a.data))
     return make_node(out, (a,), lambda g: (g * (out + 1),), "expm1")  # d (e^x - 1) = e^x
 
 
@@ -318,6 +318,8 @@ def round(a, decimals=0):
 def _extremum(op, f, a, b):
     a, b = as_tensor(a), as_tensor(b)
     ad, bd = a.data, b.data
+    if ad.dtype is not bd.dtype:  # PyTorch's result dtype: maximum(float32, 0) stays float32
+        ad, bd = promote(ad, bd)
     try:
         out = f(ad, bd)
     except ValueError:

@@ -80,6 +80,8 @@ def log_softmax(a, axis=None, dim=None):
 
     def backward(g):  # d log_softmax: g - softmax * sum(g)
         gx = np.exp(out)
+        if type(gx) is not np.ndarray:  # a 0-d input: exp gave a NumPy scalar, which out= below refuses
+            gx = np.array(gx)
         gx *= rowsum(g) if last else g.sum(axis=axis, keepdims=True)
         return (np.subtract(g, gx, out=gx),)
     return make_node(out, (a,), backward, "log_softmax")

@@ -231,7 +231,7 @@ def norm(a, p=2, axis=None, keepdims=False, dim=None):
     if isinstance(p, bool) or not isinstance(p, (int, float)) or not (p > 0):
         raise ValueError(f"norm: p must be a positive number, inf or 'fro', got {p!r}")
     axes = _norm_axes(_axis(axis, dim), a.shape, "norm")
-    x = a.data
+    x = floating(a.data)
     ax = np.abs(x)
     if p == math.inf:
         if x.size == 0:

@@ -101,24 +101,104 @@ def unsqueeze(a, axis=None, dim=None):
     return reshape(a, a.shape[:axis] + (1,) + a.shape[axis:])
 
 
+_ADVANCED = (np.ndarray, list, tuple, bool, np.bool_)  # what makes an index advanced (and, in NumPy, ints)
+_INTEGERS = (int, np.integer, np.bool_)  # beside an advanced index, they may move its dims: _torch_order
+
+
 def _index(index):
-    """Tensors inside an index become arrays; tells whether the index is advanced (may repeat)."""
-    items = index if isinstance(index, tuple) else (index,)
-    items = tuple(i.data if isinstance(i, Tensor) else i for i in items)
-    # integer arrays may repeat an index, so their backward must add (np.add.at); masks and slices cannot
-    # (a tuple inside the index is a sequence of integers too, as NumPy reads it)
-    advanced = any(isinstance(i, (list, tuple)) or (isinstance(i, np.ndarray) and i.dtype != bool) for i in items)
-    return (items if isinstance(index, tuple) else items[0]), advanced
+    """Tensors inside an index become arrays. Returns the index, whether it is advanced (integer arrays may
+    repeat an index, so their backward must add, np.add.at; masks and slices cannot) and whether torch may
+    place the advanced dims elsewhere than NumPy (a tuple holding an array, a sequence or a bool beside an
+    integer or an Ellipsis: _torch_order decides)."""
+    if not isinstance(index, tuple):
+        if isinstance(index, Tensor):
+            index = index.data
+        return index, isinstance(index, list) or (isinstance(index, np.ndarray) and index.dtype != bool), False
+    items = tuple([i.data if isinstance(i, Tensor) else i for i in index])
+    for i in items:
+        if isinstance(i, _ADVANCED):
+            break
+    else:  # basic indexing: ints, slices, None, Ellipsis
+        return items, False, False
+    advanced = moves = False
+    for i in items:
+        if isinstance(i, np.ndarray):
+            advanced = advanced or i.dtype != bool
+            moves = moves or not i.ndim  # a 0-d array is an integer
+        elif isinstance(i, (list, tuple)):  # a tuple inside the index is a sequence of integers, as NumPy reads it
+            advanced = True
+        elif i is Ellipsis or isinstance(i, _INTEGERS):  # only beside these may torch put the dims elsewhere
+            moves = True
+    return items, advanced, moves
+
+
+def _torch_order(items, ndim, out_ndim):
+    """The axes permutations that take NumPy's result of x[items] to torch's and back, or None where they agree.
+
+    Both libraries put the dims of the (broadcast) advanced indices where those indices stand when they
+    stand next to each other, and first otherwise. They differ in what stands next to each other. NumPy
+    counts an integer as an advanced index; torch applies integers first, as basic indexing (x[1, :, idx] is
+    x[1][:, idx], shape (3, 2) for x of shape (2, 3, 4), where NumPy gives (2, 3)). And an Ellipsis that
+    stands for no dims separates advanced indices in NumPy, not in torch. Only then does torch's layout
+    differ: NumPy puts the advanced dims first, torch after the `p` dims that slices, None and Ellipsis make
+    before its first advanced index."""
+    kinds, consumed = [], 0  # per item: "a" advanced in both, "i" integer (advanced in NumPy only), "b" basic
+    for i in items:
+        if i is None or i is Ellipsis:
+            kinds.append("b")
+        elif isinstance(i, slice):
+            kinds.append("b")
+            consumed += 1
+        elif isinstance(i, (bool, np.bool_)):  # a bool scalar is a mask of no dims (both libraries)
+            kinds.append("a")
+        elif isinstance(i, (int, np.integer)):
+            kinds.append("i")
+            consumed += 1
+        else:
+            arr = i if isinstance(i, np.ndarray) else np.asarray(i)
+            if arr.dtype == bool:
+                kinds.append("a")
+                consumed += arr.ndim  # a mask indexes as many dims as it has
+            else:
+                kinds.append("i" if arr.ndim == 0 else "a")  # a 0-d integer array is an integer (torch too)
+                consumed += 1
+    ours = [n for n, c in enumerate(kinds) if c != "b"]
+    theirs = [n for n in ours if kinds[n] == "a"]
+    if not theirs or ours[-1] - ours[0] == len(ours) - 1:
+        return None  # no advanced index, or NumPy's are next to each other: the same layout
+    spare = ndim - consumed  # the dims an Ellipsis stands for (or that trail the index)
+    for n in range(theirs[0], theirs[-1]):  # torch's must be next to each other, else both put them first
+        if kinds[n] == "b" and not (items[n] is Ellipsis and spare == 0):
+            return None
+    p = 0  # the result dims that slices, None and an Ellipsis make before torch's first advanced index
+    for i in items[:theirs[0]]:
+        if i is Ellipsis:
+            p += spare
+        elif i is None or isinstance(i, slice):
+            p += 1
+    k = out_ndim - spare - sum(1 for i in items if i is None or isinstance(i, slice))  # the advanced dims
+    if p == 0 or k == 0:
+        return None
+    rest = list(range(k + p, out_ndim))
+    # NumPy's (advanced, before, rest) to torch's (before, advanced, rest), and back
+    return list(range(k, k + p)) + list(range(k)) + rest, list(range(p, p + k)) + list(range(p)) + rest
 
 
 def getitem(a, index):
-    """Basic and advanced indexing; backward scatters (and adds, for repeated indices) into zeros."""
+    """Basic and advanced indexing, with torch's placement of advanced-index dims (_torch_order); backward
+    scatters (and adds, for repeated indices) into zeros."""
     a = as_tensor(a)
-    index, advanced = _index(index)
+    index, advanced, mixed = _index(index)
     try:
         out = a.data[index]
     except IndexError as e:
         raise IndexError(f"getitem: index {index!r} into shape {a.shape}: {e}") from None
+    if mixed:
+        order = _torch_order(index, a.ndim, out.ndim)
+        if order is not None:  # NumPy's result, its advanced dims moved to torch's place (a view)
+            perm, inv = order
+            return make_node(out.transpose(perm), (a,),
+                             lambda g: (Scatter(index, g.transpose(inv), advanced),), "getitem")
 
     # g goes back to the indexed places (added up where an integer index repeats); the engine does the
     # scatter, into the input's accumulated gradient when it has one
@@ -283,9 +363,11 @@ def flip(a, dims):
 def roll(a, shifts, dims=None):
     """Shift entries cyclically along dims (over the flattened tensor when dims is None), as torch.roll."""
     a = as_tensor(a)
-    if dims is None:
+    if dims is None or (isinstance(dims, (tuple, list)) and not dims):  # torch: dims=() is no dims too
+        if isinstance(shifts, (tuple, list)) and len(shifts) == 1:  # torch takes roll(x, (1,)) as roll(x, 1)
+            shifts = shifts[0]
         if not isinstance(shifts, (int, np.integer)):
-            raise ValueError(f"roll: without dims, shifts must be one int, got {shifts!r}")
+            raise ValueError(f"roll: without dims, shifts must be one int (or a 1-tuple), got {shifts!r}")
         shape = a.shape
         out = np.roll(a.data.reshape(-1), shifts).reshape(shape)
         return make_node(out, (a,), lambda g: (np.roll(g.reshape(-1), -shifts).reshape(shape),), "roll")
@@ -318,4 +400,6 @@ def nonzero(a, as_tuple=False):
     idx = np.nonzero(x) if x.ndim else np.nonzero(x.reshape(1))
     if as_tuple:
         return tuple(Tensor(i.astype(np.int64)) for i in idx)
+    if not x.ndim:  # as torch: a 0-d input has no index to list, so (1, 0) if it is non-zero, else (0, 0)
+        return Tensor(np.zeros((len(idx[0]), 0), np.int64))
     return Tensor(np.stack(idx, -1).astype(np.int64).reshape(-1, x.ndim))
