@@ -225,11 +225,11 @@ class Tensor:
 
     def add_(self, other, alpha=1):
         """self += alpha * other, in place."""
-        return self._inplace("add_", np.add, other if alpha == 1 else _raw(other) * alpha)
+        return self._inplace("add_", np.add, other if alpha == 1 else data_of(other) * alpha)
 
     def sub_(self, other, alpha=1):
         """self -= alpha * other, in place."""
-        return self._inplace("sub_", np.subtract, other if alpha == 1 else _raw(other) * alpha)
+        return self._inplace("sub_", np.subtract, other if alpha == 1 else data_of(other) * alpha)
 
     def mul_(self, other):
         """self *= other, in place."""
@@ -248,12 +248,12 @@ class Tensor:
         return self._inplace("copy_", None, src)
 
     # comparisons give plain boolean tensors (no gradient)
-    def __eq__(self, other): return Tensor(self.data == _raw(other))
-    def __ne__(self, other): return Tensor(self.data != _raw(other))
-    def __lt__(self, other): return Tensor(self.data < _raw(other))
-    def __le__(self, other): return Tensor(self.data <= _raw(other))
-    def __gt__(self, other): return Tensor(self.data > _raw(other))
-    def __ge__(self, other): return Tensor(self.data >= _raw(other))
+    def __eq__(self, other): return Tensor(self.data == data_of(other))
+    def __ne__(self, other): return Tensor(self.data != data_of(other))
+    def __lt__(self, other): return Tensor(self.data < data_of(other))
+    def __le__(self, other): return Tensor(self.data <= data_of(other))
+    def __gt__(self, other): return Tensor(self.data > data_of(other))
+    def __ge__(self, other): return Tensor(self.data >= data_of(other))
     def __invert__(self): return Tensor(~self.data)
     def __and__(self, other): return Tensor(_int_op(np.bitwise_and, self.data, other))
     def __or__(self, other): return Tensor(_int_op(np.bitwise_or, self.data, other))
@@ -349,7 +349,8 @@ def _holds_graph(seq):
     return False
 
 
-def _raw(x):
+def data_of(x):
+    """The array of a Tensor; anything else as it is."""
     return x.data if isinstance(x, Tensor) else x
 
 
@@ -357,7 +358,7 @@ def _int_op(f, x, other):
     """f(x, other) for a bitwise operator; a Python int outside x's integer dtype wraps into it, as torch
     (int32 | 0xFFFFFFFF is int32 | -1, that is -1), where NumPy raises OverflowError."""
     try:
-        return f(x, _raw(other))
+        return f(x, data_of(other))
     except OverflowError:
         if type(other) is not int:
             raise

@@ -8,7 +8,7 @@ import numpy as np
 
 from .. import dtypes as _dtypes
 from ..dtypes import promote
-from ..tensor import Tensor
+from ..tensor import Tensor, data_of  # noqa: F401  (ops.data_of)
 
 _SCALARS = (int, float, bool)
 
@@ -24,11 +24,6 @@ def _scalar(x):
     if isinstance(x, np.ndarray) and x.ndim == 0 and x.dtype.kind in "biuf":
         return x.item()  # a 0-d array is a scalar too, as a 0-dim tensor is in PyTorch's promotion rules
     return None
-
-
-def data_of(x):
-    """The array of a Tensor; anything else as it is."""
-    return x.data if isinstance(x, Tensor) else x
 
 
 def as_tensor(x):
