@@ -9,6 +9,7 @@ import numpy as np
 
 from . import dtypes as _dtypes
 from .autograd import grad_mode as _gm
+from .autograd import hooks as _hooks
 from .autograd import versions as _versions
 from .autograd.backward import run_backward
 from .autograd.grad_mode import is_grad_enabled
@@ -172,6 +173,17 @@ class Tensor:
             if grad.shape != self.shape:
                 raise ValueError(f"backward: grad of shape {grad.shape} does not match the output's shape {self.shape}")
         run_backward(self, grad, retain_graph)
+
+    def register_hook(self, hook):
+        """hook(grad) runs each time a gradient reaches this tensor and may return a replacement; returns a
+        handle whose .remove() takes it off (torch's Tensor.register_hook; see autograd/hooks.py)."""
+        return _hooks.register_hook(self, hook)
+
+    def retain_grad(self):
+        """Keep this non-leaf tensor's gradient in .grad after backward (torch's retain_grad)."""
+        _hooks.retain_grad(self)
+
+    retains_grad = property(_hooks.retains_grad, doc="True for a non-leaf on which retain_grad() was called.")
 
     # ---- operators: + - * / ** @ unary - and [], and the op methods (exp, sum, reshape ...), are the ops'
     # functions themselves, bound onto this class by minigrad/ops/__init__.py (one table; a bound function

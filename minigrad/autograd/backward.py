@@ -11,6 +11,7 @@ import types
 import numpy as np
 
 from ..fast.blas import colsum
+from . import hooks as _hooks
 from . import versions as _versions
 from .versions import _check_versions
 
@@ -76,6 +77,8 @@ def reference_backward(tensor, grad=None):
     """
     for node, g in node_grads(tensor, grad).items():
         if node._backward is None and node.requires_grad:  # leaves are where gradients are kept
+            if id(node) in _hooks._leaves:  # a leaf's hooks (Tensor.register_hook) see its summed gradient
+                g = _hooks._run(_hooks._leaves[id(node)], g, node.data.shape, node.data.dtype)
             node.grad = g.copy() if node.grad is None else node.grad + g
 
 
@@ -157,6 +160,8 @@ def run_backward(root, grad, retain_graph=False):
     - indexing hands back a Scatter, added into the input's buffer in place (k slices cost k slice-adds).
     Nodes are dict keys by identity (Tensor hashes as object; distinct live objects never compare).
     """
+    if _hooks._leaves and not _hooks._gathering[0]:  # a leaf has hooks: they see its summed gradient (hooks.py)
+        return _hooks.leaf_hooks_walk(run_backward, root, grad, retain_graph)
     if root._backward is None:  # backward() on a leaf: its gradient is `grad` itself
         _into_leaf(root, grad, fresh=False)
         return

@@ -1,0 +1,173 @@
+"""Tensor hooks and retain_grad, as torch's Tensor.register_hook / retain_grad / retains_grad.
+
+A hook is fn(grad) -> None or a replacement gradient; `grad` is an ndarray (as `.grad` is) that the hook may
+keep or change, since it is a copy. Hooks run in the order they were registered; retain_grad's store runs
+after them all (as in torch 2), so `.grad` of a non-leaf is the gradient after every hook.
+
+How, without costing anything when no hook exists:
+- on a non-leaf, the first hook wraps the node's `_backward` closure: the wrapper runs the hooks on the
+  node's summed gradient, then the closure. Both walks call `_backward` the same way, so both run the hooks.
+- on a leaf (which never joins the fast walk), the walk checks one module-level dict per backward() call:
+  while a leaf in it has hooks, `leaf_hooks_walk` gathers the leaf's gradient of that walk on its own, runs
+  the hooks on the sum (called once per walk, as in torch) and then adds the result into `.grad`. Leaf hooks
+  therefore run after every non-leaf hook of the walk.
+"""
+import weakref
+
+import numpy as np
+
+_leaves = {}  # id(leaf) -> _Hooks, for leaves with hooks (read by run_backward once per walk)
+_nonleaf = {}  # id(tensor) -> _Hooks, for non-leaves
+_next_id = [0]
+
+
+class RemovableHandle:
+    """What register_hook returns: .remove() takes the hook off again (also as a `with` block's exit)."""
+
+    def __init__(self, hooks_dict, extra=None):
+        _next_id[0] += 1
+        self.id = _next_id[0]
+        self._dict = hooks_dict  # the hooks of one tensor or module (it holds no strong reference to it)
+        self._extra = extra  # called after removal (a count to lower, say)
+
+    def remove(self):
+        """Remove the hook; removing twice does nothing."""
+        if self.id in self._dict:
+            del self._dict[self.id]
+            if self._extra is not None:
+                self._extra()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+
+class _Hooks(dict):
+    """id -> hook for one tensor, in registration order; `retains` for retain_grad."""
+
+    __slots__ = ("ref", "retains", "__weakref__")
+
+
+def _entry(t, table):
+    key = id(t)
+    h = table.get(key)
+    if h is None:
+        h = table[key] = _Hooks()
+        h.retains = False
+        h.ref = weakref.ref(t, lambda _r, key=key: table.pop(key, None))
+    return h
+
+
+def _run(hooks, g, shape, dtype):
+    """Apply the hooks in order to a copy of g; a hook's non-None return replaces it (checked)."""
+    g = np.array(g)
+    for fn in list(hooks.values()):
+        new = fn(g)
+        if new is not None:
+            new = np.asarray(getattr(new, "data", new))
+            if new.shape != shape:
+                raise RuntimeError(f"hook {getattr(fn, '__name__', fn)!r} has changed the gradient's shape: "
+                                   f"expected {shape}, got {new.shape}")
+            g = new.astype(dtype, copy=False)
+    return g
+
+
+def _retain(t, hooks, g):
+    if hooks.retains:
+        t.grad = g.copy() if t.grad is None else t.grad + g
+
+
+def _wrap(t, hooks):
+    """Put the hooks in front of a non-leaf's backward closure."""
+    backward = t._backward
+    ref = hooks.ref
+    shape, dtype = t.data.shape, t.data.dtype
+
+    def hooked(g, *rest):
+        node = ref()
+        if hooks and g is not None:
+            g = _run(hooks, g, shape, dtype)
+        if node is not None and g is not None:
+            _retain(node, hooks, g)
+        return backward(g, *rest)
+
+    hooked.__wrapped__ = backward
+    t._backward = hooked
+
+
+def register_hook(t, fn):
+    """Tensor.register_hook: fn(grad) runs each time a gradient reaches t; see the module docstring."""
+    if not callable(fn):
+        raise TypeError(f"register_hook: expected a callable fn(grad), got {type(fn).__name__}")
+    if not t.requires_grad:
+        raise RuntimeError("register_hook: cannot register a hook on a tensor that doesn't require gradient")
+    if t._backward is None:
+        hooks = _entry(t, _leaves)
+        key = id(t)
+        handle = RemovableHandle(hooks, lambda: None if hooks else _leaves.pop(key, None))
+        hooks[handle.id] = fn
+        return handle
+    new = id(t) not in _nonleaf
+    hooks = _entry(t, _nonleaf)
+    if new:
+        _wrap(t, hooks)
+    handle = RemovableHandle(hooks)
+    hooks[handle.id] = fn
+    return handle
+
+
+def retain_grad(t):
+    """Tensor.retain_grad: keep a non-leaf's gradient in .grad (summed over backward calls; a leaf: no-op)."""
+    if not t.requires_grad:
+        raise RuntimeError("retain_grad: can't retain_grad on a Tensor that has requires_grad=False")
+    if t._backward is None:
+        return
+    new = id(t) not in _nonleaf
+    hooks = _entry(t, _nonleaf)
+    if new:
+        _wrap(t, hooks)
+    hooks.retains = True
+
+
+def retains_grad(t):
+    """Tensor.retains_grad: True for a non-leaf on which retain_grad() was called."""
+    h = _nonleaf.get(id(t))
+    return h is not None and h.retains and h.ref() is t
+
+
+def leaf_hooks_walk(walk, root, grad, retain_graph):
+    """Run walk(root, grad, retain_graph) with every hooked leaf's gradient gathered apart, then hooked.
+
+    Each such leaf's .grad is set aside; the walk sums this walk's gradient into an empty .grad; then the
+    hooks run on that sum and the result is added into the set-aside .grad (in place, as the walk would).
+    A walk inside a walk (checkpoint's recomputation) is left to the outer one: hooks run once.
+    """
+    if _gathering[0]:
+        return walk(root, grad, retain_graph)
+    entries = [(h.ref(), h) for h in list(_leaves.values()) if h]
+    entries = [(t, h) for t, h in entries if t is not None]
+    saved = []
+    for t, _ in entries:
+        saved.append(t.grad)
+        t.grad = None
+    _gathering[0] = True
+    try:
+        walk(root, grad, retain_graph)
+    finally:
+        _gathering[0] = False
+        gathered = [t.grad for t, _ in entries]
+        for (t, _), old in zip(entries, saved):
+            t.grad = old
+    for (t, h), g in zip(entries, gathered):
+        if g is None:
+            continue
+        g = _run(h, g, t.data.shape, t.data.dtype)
+        if t.grad is None:
+            t.grad = g
+        else:
+            t.grad += g
+
+
+_gathering = [False]
