@@ -8,6 +8,7 @@ the methods (exp, sum, reshape ...) onto Tensor, so `help(Tensor.exp)` shows the
 import numpy as np
 
 from . import dtypes as _dtypes
+from .autograd import anomaly as _anomaly
 from .autograd import grad_mode as _gm
 from .autograd import hooks as _hooks
 from .autograd import versions as _versions
@@ -313,9 +314,14 @@ _tracer = None  # the running minigrad.trace(), if any
 
 
 def _set_tracer(tracer):
-    """tools/trace.py's hook: make_node hands every node to `tracer` while it is not None."""
+    """The profiler's (tools/trace.py) and anomaly mode's hook: make_node hands every node to `tracer` while
+    it is not None. Returns the tracer it replaces."""
     global _tracer
-    _tracer = tracer
+    prev, _tracer = _tracer, tracer
+    return prev
+
+
+_anomaly._attach(_set_tracer)  # anomaly mode (autograd/anomaly.py) sits below this file
 
 
 _new = object.__new__  # Tensor.__new__, without the attribute lookup

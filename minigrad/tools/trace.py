@@ -29,11 +29,13 @@ class Trace:
 
     def __init__(self, print_on_exit=True, limit=25):
         self.rows, self.print_on_exit, self.limit = [], print_on_exit, limit
-        self._starts, self._saved = [], []
+        self._starts, self._saved, self._prev = [], [], None
 
     # ---- called by the engine --------------------------------------------------------------
     def node(self, data, parents, backward, op):
         """Record a node made by tensor.make_node; returns the backward closure, wrapped in a timer."""
+        if self._prev is not None:  # anomaly mode was on: it checks this node too
+            backward = self._prev.node(data, parents, backward, op)
         now = time.perf_counter()
         forward_ms = None  # unknown for a node made outside any public op call
         if self._starts:
@@ -91,13 +93,13 @@ class Trace:
         self._saved.append((Module, "__call__", Module.__call__))
         Module.__call__ = self._wrap(Module.__call__)
         _active = self
-        _set_tracer(self)
+        self._prev = _set_tracer(self)
         return self
 
     def __exit__(self, *exc):
         global _active
         _active = None
-        _set_tracer(None)
+        _set_tracer(self._prev)
         for owner, name, fn in reversed(self._saved):
             setattr(owner, name, fn)
         self._saved.clear()
