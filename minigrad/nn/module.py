@@ -10,6 +10,7 @@ import numpy as np
 from ..dtypes import get_default_dtype
 from ..ops import data_of
 from ..tensor import Tensor
+from . import hooks as _hooks
 
 __all__ = ("Parameter", "parameter", "Module", "ModuleList", "Sequential", "ModuleDict")
 
@@ -69,7 +70,23 @@ class Module:
         raise TypeError(f"{type(self).__name__} must define forward()")
 
     def __call__(self, *args, **kwargs):
+        if _hooks._count[0]:  # some module has a hook (nn/hooks.py); otherwise the plain call
+            return _hooks.call(self, args, kwargs)
         return self.forward(*args, **kwargs)
+
+    # ---- hooks (torch's names and semantics; nn/hooks.py) ------------------------------------------
+    def register_forward_pre_hook(self, hook, *, prepend=False, with_kwargs=False):
+        """hook(module, args) runs before forward and may return new args; returns a removable handle."""
+        return _hooks.register(self, "forward_pre_hook", hook, prepend, with_kwargs)
+
+    def register_forward_hook(self, hook, *, prepend=False, with_kwargs=False):
+        """hook(module, args, output) runs after forward and may return a new output; returns a handle."""
+        return _hooks.register(self, "forward_hook", hook, prepend, with_kwargs)
+
+    def register_full_backward_hook(self, hook, prepend=False):
+        """hook(module, grad_input, grad_output) runs when the gradients for the module's inputs are known and
+        may return a new grad_input; returns a removable handle."""
+        return _hooks.register(self, "full_backward_hook", hook, prepend)
 
     # ---- traversal ---------------------------------------------------------------------------
     def named_modules(self, memo=None, prefix="", remove_duplicate=True):
