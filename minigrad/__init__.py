@@ -5,7 +5,7 @@ backward), nn/, optim/; then tools/ and fast/. docs/architecture.md draws the la
 re-exports: `import minigrad as mg` gives the names below.
 """
 from .fast import memory  # noqa: F401  (first: glibc keeps freed memory for reuse; see fast/memory.py)
-from . import nn, ops, optim, random  # noqa: F401
+from . import nn, ops, optim, random, utils  # noqa: F401
 from .autograd import enable_grad, is_grad_enabled, no_grad, reference_backward, set_grad_enabled  # noqa: F401
 from .creation import arange, eye, full, full_like, linspace, ones, ones_like, zeros, zeros_like  # noqa: F401
 from .dtypes import get_default_dtype, set_default_dtype  # noqa: F401

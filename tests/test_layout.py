@@ -17,7 +17,8 @@ MAX_LINES = 450
 LAYERS = [
     ("fast", ["minigrad.fast", "minigrad.fast.*"]),
     ("dtypes", ["minigrad.dtypes"]),
-    ("autograd state", ["minigrad.autograd.grad_mode", "minigrad.autograd.versions"]),
+    ("autograd state", ["minigrad.autograd.grad_mode", "minigrad.autograd.versions", "minigrad.autograd.hooks",
+                        "minigrad.autograd.anomaly"]),
     ("autograd walk", ["minigrad.autograd.backward", "minigrad.autograd"]),
     ("tensor", ["minigrad.tensor"]),
     ("op plumbing", ["minigrad.ops._args"]),
@@ -29,6 +30,7 @@ LAYERS = [
     ("nn", ["minigrad.nn.*"]),
     ("nn namespace", ["minigrad.nn"]),
     ("optim", ["minigrad.optim.*", "minigrad.optim"]),
+    ("utils", ["minigrad.utils.*", "minigrad.utils"]),
     ("tools on modules", ["minigrad.tools.trace"]),
     ("minigrad", ["minigrad"]),
     # attention: the mechanisms over the engine, then the models, then what trains and feeds them
