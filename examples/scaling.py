@@ -44,19 +44,13 @@ def logit_statistics(d_k, n_keys=16, n_queries=4000, rng=None):
 
 # ---- (b) recall with learned projections --------------------------------------------------------------
 
-class ScoreProbe(mg.Function):
-    """Identity on the scores whose backward records the gradient that reaches them (the softmax's input)."""
-
-    @staticmethod
-    def forward(ctx, s, record):
-        ctx.record = record
-        return s.copy()
-
-    @staticmethod
-    def backward(ctx, g):  # d identity: g; record each example's gradient norm (loss is a batch mean: * B)
+def record_score_grad(record):
+    """A tensor hook that records each example's gradient norm at the scores (the softmax's input); the loss
+    is a batch mean, so each example's gradient is scaled by B to read as that example's own."""
+    def hook(g):
         B = g.shape[0]
-        ctx.record.append(float(np.linalg.norm(g.reshape(B, -1) * B, axis=1).mean()))
-        return g
+        record.append(float(np.linalg.norm(g.reshape(B, -1) * B, axis=1).mean()))
+    return hook
 
 
 class RecallLayer(nn.Module):
@@ -78,8 +72,8 @@ class RecallLayer(nn.Module):
         x = self.key_emb(keys) + self.value_emb(values)                 # (B, P, D): one pair per position
         q = self.q_proj(self.key_emb(query)).unsqueeze(1)               # (B, 1, d_k)
         s = (q @ self.k_proj(x).swapaxes(1, 2)) * self.scale            # (B, 1, P): the softmax's input
-        if record is not None:
-            s = ScoreProbe.apply(s, record)
+        if record is not None and s.requires_grad:
+            s.register_hook(record_score_grad(record))                 # dL/ds, in backward
         a = s.softmax(axis=-1)
         return self.out((a @ self.v_proj(x))[:, 0]), a                  # logits (B, V), weights (B, 1, P)
 
