@@ -196,3 +196,11 @@ def test_module_hook_handles_restore_the_plain_call():
     assert hooks._count[0] == before
     y = lin(mg.randn(1, 2))
     assert y._op != "BackwardHookFunction"
+
+
+def test_a_backward_hook_returning_a_wrong_grad_input_is_a_clear_error():
+    lin = nn.Linear(3, 2)
+    lin.register_full_backward_hook(lambda m, gi, go: 1.5)  # returns a number: meant as a replacement
+    with pytest.raises(RuntimeError, match=r"Linear: backward hook .* input 0, shape \(\) where the gradient has "
+                                           r"shape \(4, 3\)"):
+        lin(mg.randn(4, 3, requires_grad=True)).sum().backward()

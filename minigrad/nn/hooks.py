@@ -81,7 +81,14 @@ def _fire(module, hooks, grad_input, state):
             res = tuple(res) if isinstance(res, (tuple, list)) else (res,)
             if len(res) != len(grad_input):
                 raise RuntimeError(f"backward hook returned {len(res)} gradients for {len(grad_input)} inputs")
-            grad_input = tuple(None if r is None else np.asarray(getattr(r, "data", r)) for r in res)
+            new = tuple(None if r is None else np.asarray(getattr(r, "data", r)) for r in res)
+            for i, (r, g) in enumerate(zip(new, grad_input)):
+                if r is not None and (g is None or r.shape != g.shape):
+                    raise RuntimeError(f"{type(module).__name__}: backward hook {getattr(hook, '__name__', hook)!r} "
+                                       f"returned, for input {i}, " + (f"shape {r.shape} where the gradient has "
+                                       f"shape {g.shape}" if g is not None else "a gradient where there is none")
+                                       + " (a hook that returns something replaces grad_input)")
+            grad_input = new
     return grad_input
 
 
