@@ -97,3 +97,13 @@ def test_the_benchmark_measures_lower_peak_memory():
     from benchmarks.bench_checkpoint import measure, transformer
     rows = measure("tiny", transformer(4, 16), mg.randn(2, 32, 16), (4,), repeats=1)  # raises if not bitwise
     assert rows[1]["peak_mb"] < 0.8 * rows[0]["peak_mb"], rows
+
+
+def test_a_leaf_hook_inside_a_checkpointed_segment_runs_once_on_the_summed_gradient():
+    model = _mlp(dropout=0.0)
+    seen = []
+    model[0].weight.register_hook(lambda g: seen.append(g.copy()) or g * 2)
+    x = mg.randn(5, 6, requires_grad=True)
+    (checkpoint_sequential(model, 3, x) ** 2).sum().backward()
+    assert len(seen) == 1
+    np.testing.assert_array_equal(model[0].weight.grad, seen[0] * 2)
