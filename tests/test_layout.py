@@ -36,7 +36,7 @@ LAYERS = [
     ("attention leaves", ["attention.tokens", "attention.masks", "attention._nonfinite"]),
     ("attention kernels", ["attention.functional", "attention.efficient", "attention.local",
                            "attention.distributions"]),
-    ("attention scores", ["attention.scores", "attention.luong", "attention.hard"]),
+    ("attention scores", ["attention.scores", "attention.double_backward", "attention.luong", "attention.hard"]),
     ("attention layers", ["attention.multihead"]),
     ("attention models", ["attention.transformer", "attention.seq2seq", "attention.glimpse.*",
                           "attention.glimpse"]),

@@ -6,4 +6,4 @@ sits above it; the user-facing way to define an op of your own (Function) is in 
 from .backward import Scatter, in_place_backward, node_grads, reference_backward, run_backward  # noqa: F401
 from .grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled  # noqa: F401
 from . import functional  # noqa: F401  (hvp, jacobian, hessian, vjp)
-from .higher import captured, grad, register_vjp  # noqa: F401
+from .higher import captured, grad, has_captured, recompute_vjp, register_vjp  # noqa: F401

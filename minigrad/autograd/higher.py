@@ -55,7 +55,19 @@ def has_captured(node, name):
     return code is not None and name in code.co_freevars
 
 
-def _no_rule(node):
+def recompute_vjp(node, g, fn):
+    """A rule for a fused node: its partial gradients, by rebuilding `fn(*node._parents)` (its plain form, in
+    Tensor ops) with a graph and differentiating that with create_graph (exact; it costs only here).
+
+    Each parent slot gets a stand-in of its own (a reshape to its own shape: a new node on top of it), so a
+    tensor passed twice (attention of x with itself) gets each slot's partial gradient, not the total twice."""
+    slots = [p.reshape(p.shape) if p.requires_grad else p for p in node._parents]
+    want = [s for s in slots if s.requires_grad]
+    got = dict(zip(want, walk([fn(*slots)], [g], want, create_graph=True, allow_unused=True, partial=True)))
+    return [got.get(s) if s.requires_grad else None for s in slots]
+
+
+def _no_rule(node, g=None):
     raise RuntimeError(f"double backward: op '{node._op}' has no differentiable backward yet, so a gradient "
                        f"through it cannot carry a graph (create_graph=True); its first-order gradient works. "
                        f"Write it in Tensor ops and give it with minigrad.autograd.register_vjp('{node._op}', rule)")

@@ -318,10 +318,24 @@ def _cumsum(node, g):
 def _prod(node, g):
     axes, kd = _ax(node)
     a = node._parents[0]
-    if not np.all(a.data != 0):
-        raise RuntimeError("double backward of 'prod': an input with a zero factor has no differentiable "
-                           "backward yet (its first-order gradient works)")
+    if not np.all(a.data != 0):  # a zero factor: prod / x_i is 0 / 0, so take each product of the others
+        return (A.mul(_expand_back(g, a.shape, axes, kd), _others(a, axes)),)
     return (A.div(A.mul(_expand_back(g, a.shape, axes, kd), _expand_back(node, a.shape, axes, kd)), a),)
+
+
+def _others(a, axes):
+    """prod_{j != i} x_j for every entry i of a (over `axes`), in Tensor ops: one product per reduced entry
+    with that entry set to 1 (exact with zeros; for small problems)."""
+    rest = [i for i in range(a.ndim) if i not in axes]
+    perm = rest + list(axes)
+    xt = S.transpose(a, tuple(perm)) if a.ndim else a
+    lead = xt.shape[:len(rest)]
+    flat = S.reshape(xt, lead + (-1,))
+    k = flat.shape[-1]
+    one = _c(1.0, a.dtype)
+    cols = [R.prod(E.where(np.arange(k) == i, one, flat), axis=-1) for i in range(k)]
+    out = S.reshape(S.stack(cols, axis=-1), xt.shape)
+    return S.transpose(out, tuple(int(i) for i in np.argsort(perm))) if a.ndim else out
 
 
 @rule("norm")

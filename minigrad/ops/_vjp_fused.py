@@ -2,13 +2,13 @@
 
 softmax, log_softmax, linear and cross_entropy have short backwards, written here in Tensor ops. The
 others recompute their plain form on the node's parents, with a graph, and differentiate that with
-create_graph (`_recompute`): exact, and it costs only when a graph of the gradient is asked for. layer_norm's
+create_graph (`recompute_vjp`): exact, and it costs only when a graph of the gradient is asked for. layer_norm's
 plain form needs its eps, which its closure does not keep: its 1 / sqrt(var + eps) is rebuilt as a node of
 its own (`_rstd`) whose rule needs only that value. See _vjp_core.py.
 """
 import numpy as np
 
-from ..autograd.higher import captured, register_vjp, walk
+from ..autograd.higher import captured, recompute_vjp, register_vjp
 from ..tensor import Tensor, make_node
 from . import arithmetic as A
 from . import elementwise as E
@@ -24,15 +24,6 @@ def rule(*ops):
             register_vjp(op, fn)
         return fn
     return deco
-
-
-def _recompute(node, g, fn):
-    """The node's partial gradients: fn(*parents) rebuilt with a graph, then differentiated with create_graph."""
-    parents = node._parents
-    want = [p for p in parents if p.requires_grad]
-    y = fn(*parents)
-    got = dict(zip(want, walk([y], [g], want, create_graph=True, allow_unused=True, partial=True)))
-    return [got.get(p) for p in parents]
 
 
 @rule("softmax")
@@ -125,7 +116,7 @@ def _layer_norm(node, g):
         if bias is not None:
             y = A.add(y, wb.pop(0))
         return y
-    return _recompute(node, g, plain)
+    return recompute_vjp(node, g, plain)
 
 
 @rule("gru_cell")
@@ -137,7 +128,7 @@ def _gru_cell(node, g):
         bih = bs.pop(0) if has_ih else None
         bhh = bs.pop(0) if has_hh else None
         return F.gru_cell_reference(x, h, wih, whh, bih, bhh)
-    return _recompute(node, g, plain)
+    return recompute_vjp(node, g, plain)
 
 
 def _biases(node, bs):
@@ -164,7 +155,7 @@ def _gru_sequence(node, g):
             outs[t] = _step_mask(mask, t, hc, Tensor(np.zeros((), x.dtype)))
             h = _step_mask(mask, t, hc, h)
         return S.stack(outs + [h])
-    return _recompute(node, g, plain)
+    return recompute_vjp(node, g, plain)
 
 
 @rule("lstm_sequence")
@@ -185,4 +176,4 @@ def _lstm_sequence(node, g):
             outs[t] = _step_mask(mask, t, hc, Tensor(np.zeros((), x.dtype)))
             h, c = _step_mask(mask, t, hc, h), _step_mask(mask, t, cc, c)
         return S.stack(outs + [h, c])
-    return _recompute(node, g, plain)
+    return recompute_vjp(node, g, plain)
