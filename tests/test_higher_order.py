@@ -197,3 +197,10 @@ def test_hvp_of_a_model_with_tanh_layer_norm_attention_cross_entropy_matches_tor
     np.testing.assert_allclose(out.data, tout.numpy(), rtol=1e-10)
     for a, b in zip(hv, thv):
         np.testing.assert_allclose(a.data, b.numpy(), rtol=1e-8, atol=1e-10)
+
+
+def test_binary_cross_entropy_gradgradcheck():
+    rng = np.random.default_rng(9)
+    p = mg.tensor(rng.uniform(0.2, 0.8, (2, 3)), requires_grad=True)
+    t = mg.tensor(rng.uniform(0.0, 1.0, (2, 3)), requires_grad=True)
+    assert mg.gradgradcheck(mg.functional.binary_cross_entropy, p, t)

@@ -24,7 +24,8 @@ def _c(x, dtype=None):
     return Tensor(np.asarray(x) if dtype is None else np.asarray(x, dtype))
 
 
-def rule(*ops):
+def _rule(*ops):
+    """Register the decorated function as the rule of each op name in `ops`."""
     def deco(fn):
         for op in ops:
             register_vjp(op, fn)
@@ -34,22 +35,22 @@ def rule(*ops):
 
 # ---- arithmetic -----------------------------------------------------------------------------------
 
-@rule("add")
+@_rule("add")
 def _add(node, g):
     return (g,) * len(node._parents)
 
 
-@rule("sub")
+@_rule("sub")
 def _sub(node, g):
     return (g,) if len(node._parents) == 1 else (g, A.neg(g))
 
 
-@rule("rsub", "neg")
+@_rule("rsub", "neg")
 def _neg(node, g):
     return (A.neg(g),)
 
 
-@rule("mul")
+@_rule("mul")
 def _mul(node, g):
     if len(node._parents) == 1:  # a tensor times a number s
         return (A.mul(g, captured(node, "s")),)
@@ -57,7 +58,7 @@ def _mul(node, g):
     return (A.mul(g, b) if a.requires_grad else None, A.mul(g, a) if b.requires_grad else None)
 
 
-@rule("div")
+@_rule("div")
 def _div(node, g):
     if len(node._parents) == 1:
         return (A.div(g, captured(node, "s")),)
@@ -66,12 +67,12 @@ def _div(node, g):
     return (ga if a.requires_grad else None, A.neg(A.mul(ga, A.div(a, b))) if b.requires_grad else None)
 
 
-@rule("rdiv")
+@_rule("rdiv")
 def _rdiv(node, g):  # d(c / a) = -g (c / a) / a
     return (A.neg(A.div(A.mul(g, node), node._parents[0])),)
 
 
-@rule("pow")
+@_rule("pow")
 def _pow(node, g):
     if len(node._parents) == 1:
         a, = node._parents
@@ -94,49 +95,49 @@ def _pow(node, g):
     return ga, gb
 
 
-@rule("rpow")
+@_rule("rpow")
 def _rpow(node, g):  # d c^a = c^a log c
     return (A.mul(A.mul(g, node), math.log(captured(node, "s"))),)
 
 
 # ---- elementwise functions ------------------------------------------------------------------------
 
-@rule("exp")
+@_rule("exp")
 def _exp(node, g):
     return (A.mul(g, node),)
 
 
-@rule("log")
+@_rule("log")
 def _log(node, g):
     return (A.div(g, node._parents[0]),)
 
 
-@rule("sqrt")
+@_rule("sqrt")
 def _sqrt(node, g):
     return (A.div(A.mul(g, 0.5), node),)
 
 
-@rule("abs")
+@_rule("abs")
 def _abs(node, g):
     return (A.mul(g, _c(np.sign(node._parents[0].data))),)
 
 
-@rule("tanh")
+@_rule("tanh")
 def _tanh(node, g):
     return (A.mul(g, A.rsub(A.mul(node, node), 1.0)),)
 
 
-@rule("sigmoid")
+@_rule("sigmoid")
 def _sigmoid(node, g):
     return (A.mul(g, A.mul(node, A.rsub(node, 1.0))),)
 
 
-@rule("relu")
+@_rule("relu")
 def _relu(node, g):
     return (A.mul(g, _c(node._parents[0].data > 0, node.dtype)),)
 
 
-@rule("softplus")
+@_rule("softplus")
 def _softplus(node, g):
     return (A.mul(g, E.sigmoid(node._parents[0])),)
 
@@ -144,7 +145,7 @@ def _softplus(node, g):
 _INV_SQRT_2PI = 1 / math.sqrt(2 * math.pi)
 
 
-@rule("gelu")
+@_rule("gelu")
 def _gelu(node, g):
     x = node._parents[0]
     if "t" in captured(node, "slope").__code__.co_freevars:  # the tanh form: slope 0.5 (1 + t) + 0.5 x (1 - t^2) u', t = tanh(u)
@@ -166,43 +167,43 @@ def _normal_cdf(x):
     return make_node(cdf, (x,), lambda g: (g * np.exp(-0.5 * xd * xd) * _INV_SQRT_2PI,), "normal_cdf")
 
 
-@rule("normal_cdf")
+@_rule("normal_cdf")
 def _ncdf(node, g):
     x = node._parents[0]
     return (A.mul(g, A.mul(E.exp(A.mul(A.mul(x, x), -0.5)), _INV_SQRT_2PI)),)
 
 
-@rule("sin")
+@_rule("sin")
 def _sin(node, g):
     return (A.mul(g, E.cos(node._parents[0])),)
 
 
-@rule("cos")
+@_rule("cos")
 def _cos(node, g):
     return (A.neg(A.mul(g, E.sin(node._parents[0]))),)
 
 
-@rule("log1p")
+@_rule("log1p")
 def _log1p(node, g):
     return (A.div(g, A.add(node._parents[0], 1.0)),)
 
 
-@rule("expm1")
+@_rule("expm1")
 def _expm1(node, g):
     return (A.mul(g, A.add(node, 1.0)),)
 
 
-@rule("sign", "floor", "ceil", "round")
+@_rule("sign", "floor", "ceil", "round")
 def _flat(node, g):  # piecewise constant: the slope is 0 (a zero Tensor that still depends on g's shape)
     return (A.mul(g, 0.0),)
 
 
-@rule("clamp")
+@_rule("clamp")
 def _clamp(node, g):
     return (A.mul(g, _c(captured(node, "keep"), g.dtype)),)
 
 
-@rule("where")
+@_rule("where")
 def _where(node, g):
     c = captured(node, "c")
     zero = _c(0.0, g.dtype)
@@ -210,17 +211,17 @@ def _where(node, g):
     return (E.where(c, g, zero) if a.requires_grad else None, E.where(c, zero, g) if b.requires_grad else None)
 
 
-@rule("masked_fill")
+@_rule("masked_fill")
 def _masked_fill(node, g):
     return (E.where(captured(node, "m"), _c(0.0, g.dtype), g),)
 
 
-@rule("astype")
+@_rule("astype")
 def _astype(node, g):
     return (E.astype(g, node._parents[0].dtype),)
 
 
-@rule("maximum", "minimum")
+@_rule("maximum", "minimum")
 def _extremum(node, g):
     ad, bd = captured(node, "ad"), captured(node, "bd")
     pick = (ad > bd) if node._op == "maximum" else (ad < bd)
@@ -254,13 +255,13 @@ def _ax(node):
     return captured(node, "axes"), captured(node, "keepdims")
 
 
-@rule("sum")
+@_rule("sum")
 def _sum(node, g):
     axes, kd = _ax(node)
     return (_expand_back(g, captured(node, "shape"), axes, kd),)
 
 
-@rule("mean")
+@_rule("mean")
 def _mean(node, g):
     axes, kd = _ax(node)
     return (_expand_back(A.div(g, captured(node, "n")), captured(node, "shape"), axes, kd),)
@@ -270,14 +271,14 @@ def _centered(a, axes):
     return A.sub(a, R.mean(a, axis=axes, keepdims=True))
 
 
-@rule("var")
+@_rule("var")
 def _var(node, g):
     axes, kd = _ax(node)
     a = node._parents[0]
     return (A.mul(A.mul(_expand_back(g, a.shape, axes, kd), _centered(a, axes)), 2.0 / captured(node, "dof")),)
 
 
-@rule("std")
+@_rule("std")
 def _std(node, g):
     axes, kd = _ax(node)
     a = node._parents[0]
@@ -287,7 +288,7 @@ def _std(node, g):
     return (A.mul(A.mul(_expand_back(g, a.shape, axes, kd), _centered(a, axes)), scale),)
 
 
-@rule("max", "min", "amax", "amin")
+@_rule("max", "min", "amax", "amin")
 def _extreme(node, g):
     axes, kd = _ax(node)
     x, out = captured(node, "x"), captured(node, "out")
@@ -299,14 +300,14 @@ def _extreme(node, g):
     return (A.mul(_expand_back(g, x.shape, axes, kd), _c(share, g.dtype)),)
 
 
-@rule("logsumexp")
+@_rule("logsumexp")
 def _logsumexp(node, g):
     axes, kd = _ax(node)
     a = node._parents[0]
     return (A.mul(_expand_back(g, a.shape, axes, kd), E.exp(A.sub(a, _keep(node, axes, kd)))),)
 
 
-@rule("cumsum")
+@_rule("cumsum")
 def _cumsum(node, g):
     if not has_captured(node, "axis"):  # a 0-d input: the identity
         return (g,)
@@ -314,7 +315,7 @@ def _cumsum(node, g):
     return (S.flip(R.cumsum(S.flip(g, axis), axis=axis), axis),)
 
 
-@rule("prod")
+@_rule("prod")
 def _prod(node, g):
     axes, kd = _ax(node)
     a = node._parents[0]
@@ -338,7 +339,7 @@ def _others(a, axes):
     return S.transpose(out, tuple(int(i) for i in np.argsort(perm))) if a.ndim else out
 
 
-@rule("norm")
+@_rule("norm")
 def _norm(node, g):
     axes, kd = _ax(node)
     p = captured(node, "p")

@@ -18,7 +18,8 @@ from . import reduce as R
 from . import shape as S
 
 
-def rule(*ops):
+def _rule(*ops):
+    """Register the decorated function as the rule of each op name in `ops`."""
     def deco(fn):
         for op in ops:
             register_vjp(op, fn)
@@ -26,21 +27,21 @@ def rule(*ops):
     return deco
 
 
-@rule("softmax")
+@_rule("softmax")
 def _softmax(node, g):  # y (g - sum(g y))
     axis = captured(node, "axis")
     s = R.sum(A.mul(g, node), axis=axis, keepdims=True) if axis is not None else R.sum(A.mul(g, node))
     return (A.mul(node, A.sub(g, s)),)
 
 
-@rule("log_softmax")
+@_rule("log_softmax")
 def _log_softmax(node, g):  # g - softmax sum(g)
     axis = captured(node, "axis")
     s = R.sum(g, axis=axis, keepdims=True) if axis is not None else R.sum(g)
     return (A.sub(g, A.mul(E.exp(node), s)),)
 
 
-@rule("linear")
+@_rule("linear")
 def _linear(node, g):  # dx = g W, dW = g^T x, db = sum g
     x, w = node._parents[:2]
     O, I = w.shape
@@ -52,7 +53,7 @@ def _linear(node, g):  # dx = g W, dW = g^T x, db = sum g
     return out
 
 
-@rule("cross_entropy")
+@_rule("cross_entropy")
 def _cross_entropy(node, g):
     """softmax - (1 - eps) onehot - eps / C per valid row, times g (over the count for 'mean')."""
     logits, = node._parents
@@ -93,7 +94,7 @@ def _rstd(x, axes, rstd):
     return make_node(rstd, (x,), lambda h: (-(rstd ** 3) * xc * h.sum(axis=axes, keepdims=True) / n,), "rstd")
 
 
-@rule("rstd")
+@_rule("rstd")
 def _rstd_rule(node, h):
     x, = node._parents
     axes = captured(node, "axes")
@@ -103,7 +104,7 @@ def _rstd_rule(node, h):
     return (A.mul(A.mul(A.neg(A.pow(node, 3)), xc), A.div(hs, n)),)
 
 
-@rule("layer_norm")
+@_rule("layer_norm")
 def _layer_norm(node, g):
     axes, rstd = captured(node, "axes"), captured(node, "rstd")
     weight, bias = captured(node, "weight"), captured(node, "bias")
@@ -119,7 +120,7 @@ def _layer_norm(node, g):
     return recompute_vjp(node, g, plain)
 
 
-@rule("gru_cell")
+@_rule("gru_cell")
 def _gru_cell(node, g):
     has_ih, has_hh = captured(node, "bias_ih") is not None, captured(node, "bias_hh") is not None
 
@@ -142,7 +143,7 @@ def _step_mask(mask, t, new, old):
     return new if mask is None else E.where(mask[t], new, old)
 
 
-@rule("gru_sequence")
+@_rule("gru_sequence")
 def _gru_sequence(node, g):
     mask, steps = captured(node, "mask"), captured(node, "steps")
 
@@ -158,7 +159,7 @@ def _gru_sequence(node, g):
     return recompute_vjp(node, g, plain)
 
 
-@rule("lstm_sequence")
+@_rule("lstm_sequence")
 def _lstm_sequence(node, g):
     mask, steps = captured(node, "mask"), captured(node, "steps")
 

@@ -16,7 +16,8 @@ from . import reduce as R
 from . import shape as S
 
 
-def rule(*ops):
+def _rule(*ops):
+    """Register the decorated function as the rule of each op name in `ops`."""
     def deco(fn):
         for op in ops:
             register_vjp(op, fn)
@@ -37,13 +38,13 @@ def index_take(h, index, repeats):
     return make_node(h.data[index], (h,), lambda g: (Scatter(index, g, repeats),), "index_take")
 
 
-@rule("index_scatter")
+@_rule("index_scatter")
 def _scatter(node, g):
     index = captured(node, "index")
     return (index_take(g, index, _repeats(index)),)
 
 
-@rule("index_take")
+@_rule("index_take")
 def _take(node, g):
     return (index_scatter(g, captured(node, "index"), node._parents[0].shape, captured(node, "repeats")),)
 
@@ -54,7 +55,7 @@ def _repeats(index):
     return any(isinstance(i, list) or (isinstance(i, np.ndarray) and i.dtype != bool) for i in items)
 
 
-@rule("getitem")
+@_rule("getitem")
 def _getitem(node, g):
     index, advanced = captured(node, "index"), captured(node, "advanced")
     if has_captured(node, "inv"):  # torch placed the advanced dims elsewhere than NumPy: move them back
@@ -62,34 +63,34 @@ def _getitem(node, g):
     return (index_scatter(g, index, node._parents[0].shape, advanced),)
 
 
-@rule("gather")
+@_rule("gather")
 def _gather(node, g):
     return (index_scatter(g, captured(node, "where"), node._parents[0].shape, True),)
 
 
 # ---- moving data ---------------------------------------------------------------------------------
 
-@rule("reshape")
+@_rule("reshape")
 def _reshape(node, g):
     return (S.reshape(g, captured(node, "in_shape")),)
 
 
-@rule("transpose")
+@_rule("transpose")
 def _transpose(node, g):
     return (S.transpose(g, tuple(int(i) for i in captured(node, "inv"))),)
 
 
-@rule("swapaxes")
+@_rule("swapaxes")
 def _swapaxes(node, g):
     return (S.swapaxes(g, captured(node, "axis1"), captured(node, "axis2")),)
 
 
-@rule("expand")
+@_rule("expand")
 def _expand(node, g):
     return (g,)  # the walk sums it back to the input's shape (in Tensor ops)
 
 
-@rule("concat")
+@_rule("concat")
 def _concat(node, g):
     axis = captured(node, "axis")
     out, start = [], 0
@@ -100,44 +101,44 @@ def _concat(node, g):
     return out
 
 
-@rule("stack")
+@_rule("stack")
 def _stack(node, g):
     axis = captured(node, "axis")
     return [S.getitem(g, (slice(None),) * axis + (i,)) for i in range(len(node._parents))]
 
 
-@rule("pad")
+@_rule("pad")
 def _pad(node, g):
     return (S.getitem(g, captured(node, "crop")),)
 
 
-@rule("tile")
+@_rule("tile")
 def _tile(node, g):
     reps, shape, nd = captured(node, "reps"), captured(node, "shape"), captured(node, "nd")
     g = S.reshape(g, tuple(k for r, n in zip(reps, shape) for k in (r, n)))
     return (S.reshape(R.sum(g, axis=tuple(range(0, 2 * nd, 2))), captured(node, "in_shape")),)
 
 
-@rule("flip")
+@_rule("flip")
 def _flip(node, g):
     return (S.flip(g, captured(node, "axes")),)
 
 
-@rule("roll")
+@_rule("roll")
 def _roll(node, g):
     if has_captured(node, "back"):
         return (S.roll(g, captured(node, "back"), captured(node, "dims")),)
     return (S.roll(g, -captured(node, "shifts")),)
 
 
-@rule("tril", "triu")
+@_rule("tril", "triu")
 def _tri(node, g):
     return (A.mul(g, Tensor(captured(node, "keep").astype(g.dtype))),)
 
 
 # ---- matrix products -----------------------------------------------------------------------------
 
-@rule("matmul")
+@_rule("matmul")
 def _matmul(node, g):
     a, b = node._parents
     if a.dtype != b.dtype:
@@ -162,7 +163,7 @@ def _matmul(node, g):
     return ga, gb
 
 
-@rule("einsum")
+@_rule("einsum")
 def _einsum(node, g):
     ins, out_sub = captured(node, "ins"), captured(node, "out_sub")
     ts = node._parents
