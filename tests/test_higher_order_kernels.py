@@ -108,3 +108,14 @@ def test_local_kernels_raise_under_create_graph_naming_themselves(kernel):
     with pytest.raises(RuntimeError, match=f"'{kernel}' has no differentiable backward"):
         mg.autograd.grad(out.sum(), q, create_graph=True)
     assert mg.autograd.grad(out.sum(), q)[0].shape == q.shape  # the first order still works
+
+
+@pytest.mark.parametrize("path", ["dense", "efficient"])
+def test_multihead_attention_gradgradcheck(path):
+    """MultiHeadAttention's self-attention packs q, k, v into one parent: the packed kernel's rule."""
+    mg.manual_seed(0)
+    m = attention.MultiHeadAttention(4, 2, attention=path)
+    for p in m.parameters():
+        p.data = p.data.astype(np.float64)
+    x = mg.tensor(np.random.default_rng(0).standard_normal((2, 3, 4)), requires_grad=True)
+    assert mg.gradgradcheck(lambda x: m(x, x, x, is_causal=True)[0], x)
