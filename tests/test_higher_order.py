@@ -204,3 +204,17 @@ def test_binary_cross_entropy_gradgradcheck():
     p = mg.tensor(rng.uniform(0.2, 0.8, (2, 3)), requires_grad=True)
     t = mg.tensor(rng.uniform(0.0, 1.0, (2, 3)), requires_grad=True)
     assert mg.gradgradcheck(mg.functional.binary_cross_entropy, p, t)
+
+
+@pytest.mark.parametrize("make", [lambda ps: mg.optim.SGD(ps, lr=0.1), lambda ps: mg.optim.SGD(ps, lr=0.1, momentum=0.9),
+                                  lambda ps: mg.optim.Adam(ps, lr=0.1)])
+def test_an_optimizer_steps_with_the_value_of_a_graph_carrying_grad(make):
+    """After backward(create_graph=True) .grad is a Tensor; a step uses its value, as torch's optimizers."""
+    w1, w2 = (mg.tensor(np.array([1.0, 2.0]), requires_grad=True) for _ in range(2))
+    o1, o2 = make([w1]), make([w2])
+    (w1 ** 3).sum().backward(create_graph=True)
+    (w2 ** 3).sum().backward()
+    o1.step()
+    o2.step()
+    assert type(w1.data) is np.ndarray
+    np.testing.assert_array_equal(w1.data, w2.data)
