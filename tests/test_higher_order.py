@@ -218,3 +218,10 @@ def test_an_optimizer_steps_with_the_value_of_a_graph_carrying_grad(make):
     o2.step()
     assert type(w1.data) is np.ndarray
     np.testing.assert_array_equal(w1.data, w2.data)
+
+
+def test_clip_grad_norm_scales_a_graph_carrying_grad():
+    w = mg.tensor(np.array([3.0, 4.0]), requires_grad=True)
+    (w * w).sum().backward(create_graph=True)  # grad 2w = (6, 8), norm 10
+    assert mg.optim.clip_grad_norm_([w], 1.0) == pytest.approx(10.0)
+    np.testing.assert_allclose(w.grad.data, [0.6, 0.8], rtol=1e-6)
