@@ -4,15 +4,15 @@ A fused attention node (scaled_dot_product_attention, its weights, memory_effici
 masked_softmax, additive_score) has a hand-written array backward. Its differentiable backward, which
 minigrad's create_graph walk calls (minigrad/autograd/higher.py), recomputes the dense attention on the
 node's own parents with Tensor ops (the same as reference_sdpa, with the mask and dropout pattern the node
-kept) and differentiates that with create_graph: exact, and it costs only when a gradient with a graph is
-asked for. The windowed and fixed-pattern kernels (local.py) raise a clear error under create_graph: their
-dense equivalents would need their masks rebuilt, which is not done yet.
+kept; for the windowed and fixed-pattern kernels of local.py, the mask from attention.masks they are equal
+to) and differentiates that with create_graph: exact, and it costs only when a gradient with a graph is
+asked for. Non-finite input under a mask raises a clear error under create_graph.
 """
 import numpy as np
 
 from minigrad import Tensor, autograd, ops
 
-from . import efficient, functional, local  # noqa: F401  (the kernels whose nodes these rules are for)
+from . import efficient, functional, local, masks  # noqa: F401  (the kernels whose nodes these rules are for)
 
 _captured = autograd.captured
 
@@ -93,13 +93,35 @@ def _additive(node, g):
     return autograd.recompute_vjp(node, g, plain)
 
 
-def _local(node, g):
-    raise RuntimeError(f"double backward: '{node._op}' has no differentiable backward yet (create_graph=True); "
-                       f"use scaled_dot_product_attention with the equivalent mask from attention.masks")
+def _dense_local(node, g, allowed):
+    if _captured(node, "dirty"):
+        raise RuntimeError(f"double backward of '{node._op}': non-finite inputs are not supported")
+    scale = _captured(node, "scale")
+
+    def plain(q, k, v):
+        return ops.matmul(_weights(q, k, scale, allowed, None), v)
+    return autograd.recompute_vjp(node, g, plain)
+
+
+def _sliding_window(node, g):
+    """Dense attention with the kernel's mask: its window (reach clipped to the sequence, which changes no
+    pair), its global tokens and its key padding."""
+    cache, lay, gidx = _captured(node, "cache"), _captured(node, "lay"), _captured(node, "gidx")
+    L, causal = lay.L, cache["causal"]
+    allowed = masks.sliding_window_mask(L, -lay.lo, causal=causal, dilation=lay.d)
+    if gidx.size:
+        allowed = allowed | masks.global_token_mask(L, gidx, causal)
+    return _dense_local(node, g, allowed & cache["kvalid"][..., None, :])
+
+
+def _fixed(node, g):
+    c = _captured(node, "cache")
+    allowed = masks.fixed_mask(c["kvalid"].shape[-1], c["stride"], c["c"], c["causal"])
+    return _dense_local(node, g, allowed & c["kvalid"][..., None, :])
 
 
 for _op, _rule in (("scaled_dot_product_attention", _sdpa), ("attention_weights", _sdpa_weights),
                    ("memory_efficient_attention", _memory_efficient), ("masked_softmax", _masked_softmax),
-                   ("additive_score", _additive), ("sliding_window_attention", _local),
-                   ("fixed_attention", _local)):
+                   ("additive_score", _additive), ("sliding_window_attention", _sliding_window),
+                   ("fixed_attention", _fixed)):
     autograd.register_vjp(_op, _rule)

@@ -99,15 +99,33 @@ def test_masked_softmax_and_additive_score_gradgradcheck():
     assert mg.gradgradcheck(lambda q, k: score(q, k), q2, k2)
 
 
-@pytest.mark.parametrize("kernel", ["sliding_window_attention", "fixed_attention"])
-def test_local_kernels_raise_under_create_graph_naming_themselves(kernel):
+@pytest.mark.parametrize("case", ["window", "window-causal-dilated", "window-global-padding", "fixed",
+                                  "fixed-noncausal-padding"])
+def test_local_kernels_gradgradcheck(case):
     rng = np.random.default_rng(8)
-    q, k, v = _ts(rng, (4, E), (4, E), (4, E))
-    fn = getattr(attention, kernel)
-    out = fn(q, k, v, 1) if kernel == "sliding_window_attention" else fn(q, k, v, 2)
-    with pytest.raises(RuntimeError, match=f"'{kernel}' has no differentiable backward"):
-        mg.autograd.grad(out.sum(), q, create_graph=True)
-    assert mg.autograd.grad(out.sum(), q)[0].shape == q.shape  # the first order still works
+    q, k, v = _ts(rng, (2, 5, E), (2, 5, E), (2, 5, E))
+    pad = np.array([[False] * 5, [False, False, False, True, True]])
+    kernels = {
+        "window": lambda q, k, v: attention.sliding_window_attention(q, k, v, 1),
+        "window-causal-dilated": lambda q, k, v: attention.sliding_window_attention(q, k, v, 1, causal=True,
+                                                                                      dilation=2),
+        "window-global-padding": lambda q, k, v: attention.sliding_window_attention(
+            q, k, v, 1, global_tokens=[0], key_padding_mask=pad),
+        "fixed": lambda q, k, v: attention.fixed_attention(q, k, v, 2),
+        "fixed-noncausal-padding": lambda q, k, v: attention.fixed_attention(q, k, v, 3, c=2, causal=False,
+                                                                             key_padding_mask=pad),
+    }
+    assert mg.gradgradcheck(kernels[case], q, k, v)
+
+
+def test_an_op_without_a_rule_under_create_graph_names_itself():
+    """conv2d is a minigrad.Function (an array backward): create_graph through it raises, naming it."""
+    x = mg.tensor(np.random.default_rng(9).standard_normal((1, 1, 4, 4)), requires_grad=True)
+    w = mg.tensor(np.random.default_rng(10).standard_normal((1, 1, 3, 3)))
+    out = attention.conv2d(x, w)
+    with pytest.raises(RuntimeError, match="op '_Conv2d' has no differentiable backward"):
+        mg.autograd.grad(out.sum(), x, create_graph=True)
+    assert mg.autograd.grad(out.sum(), x)[0].shape == x.shape  # the first order still works
 
 
 @pytest.mark.parametrize("path", ["dense", "efficient"])
