@@ -22,5 +22,6 @@ from . import reinforce  # noqa: F401
 from .local import fixed_attention, sliding_window_attention  # noqa: F401
 from .luong import LocalScore, LuongLocalAttention  # noqa: F401
 from .efficient import memory_efficient_attention  # noqa: F401
+from . import double_backward  # noqa: F401  (the kernels' rules for create_graph=True)
 from .glimpse import (HardGlimpseNet, PatchGrid, RecurrentAttentionModel, SoftGlimpseNet, conv2d,  # noqa: F401
                       glimpse_sensor)

@@ -166,7 +166,8 @@ def _sw_forward(q, k, v, lay, kvalid, gidx, causal, scale, dirty):
     p, pg = _blocked_softmax(s, allowed, lay.rows, lay.unrows, sg, ag, dirty)  # (..., d, nb, b, W), (..., L, G)
     pv = masked_matmul(p, vw, allowed) if dirty else p @ vw               # (..., d, nb, b, Ev)
     out = lay.unrows(pv)
-    cache = {"qs": qs, "kw": kw, "vw": vw, "p": p, "allowed": allowed, "out_local": out}
+    cache = {"qs": qs, "kw": kw, "vw": vw, "p": p, "allowed": allowed, "out_local": out,
+             "kvalid": kvalid, "causal": causal}  # (the last two: the dense mask of its double backward)
     if ng:
         out = out + (masked_matmul(pg, vg, ag) if dirty else pg @ vg)
         cache.update(kg=kg, vg=vg, pg=pg, ag=ag)
@@ -311,7 +312,7 @@ def _fixed_forward(q, k, v, stride, c, causal, kvalid, scale, dirty):
     mm = masked_matmul if dirty else (lambda P, X, A: P @ X)
     out = unb(mm(p, vb, np.broadcast_to(allowed, p.shape))) + mm(pg, vg, ag)
     return out, dict(qs=qs, qb=qb, kb=kb, vb=vb, p=p, pg=pg, kg=kg, vg=vg, allowed=allowed, ag=ag, cols=cols,
-                     out=out, blocks=blocks, unb=unb)
+                     out=out, blocks=blocks, unb=unb, kvalid=kvalid, stride=stride, c=c, causal=causal)
 
 
 def _fixed_backward(g, c, need, dirty):

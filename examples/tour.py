@@ -22,6 +22,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # (name, what the seed document says it shows)
 EXAMPLES = [
     ("moons", "the engine: an MLP trained by backpropagation"),
+    ("newton", "the engine differentiates its own backward: Newton's method with the Hessian from double backward"),
     ("autodiff_tour", "the engine made visible: graphs and traces of an expression and an attention layer"),
     ("bottleneck", "the information bottleneck: one fixed-size vector vs attention over every encoder state (E1)"),
     ("pooling", "attention pooling: a query weighs values by how well it matches their keys (E0)"),

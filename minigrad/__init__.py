@@ -15,7 +15,7 @@ from .ops import *  # noqa: F401,F403  (every op: ops/__init__.py lists them, fa
 from .random import manual_seed, multinomial, normal, rand, randint, randn  # noqa: F401
 from .tensor import Tensor, from_numpy, make_node, tensor  # noqa: F401
 from .tools import viz  # noqa: F401
-from .tools.gradcheck import GradcheckError, gradcheck  # noqa: F401
+from .tools.gradcheck import GradcheckError, gradcheck, gradgradcheck  # noqa: F401
 from .tools.serialization import load, save  # noqa: F401
 from .tools.trace import Trace, trace  # noqa: F401
 from .tools.viz import draw_graph, print_graph  # noqa: F401

@@ -10,6 +10,7 @@ import numpy as np
 from . import dtypes as _dtypes
 from .autograd import anomaly as _anomaly
 from .autograd import grad_mode as _gm
+from .autograd import higher as _higher
 from .autograd import hooks as _hooks
 from .autograd import versions as _versions
 from .autograd.backward import run_backward
@@ -157,8 +158,20 @@ class Tensor:
         return bool(self.data)
 
     # ---- the engine -------------------------------------------------------------------------
-    def backward(self, grad=None, retain_graph=False):
-        """Accumulate d(self)/d(leaf) * grad into every leaf's .grad that requires grad."""
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, grad=None):
+        """Accumulate d(self)/d(leaf) * gradient into every leaf's .grad that requires grad (as torch).
+
+        create_graph=True: the gradients are Tensors with a graph (differentiate them again); .grad then
+        holds such a Tensor (autograd/higher.py). Without it, the array walk (run_backward) runs unchanged.
+        `grad=` is the older name of `gradient`."""
+        if grad is None:
+            grad = gradient
+        if create_graph:
+            if not self.requires_grad:
+                raise RuntimeError("backward: this tensor does not require grad and has no graph")
+            _higher.walk([self], [_higher.seed(self, grad, "backward: gradient")], None, True, retain_graph)
+            return
+        retain_graph = bool(retain_graph)
         if not self.requires_grad:
             raise RuntimeError("backward: this tensor does not require grad and has no graph "
                                "(was it made under no_grad(), or from tensors with requires_grad=False?)")

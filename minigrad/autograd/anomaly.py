@@ -106,6 +106,7 @@ class _Checker:
                                        f"for its input {i} (input shapes {shapes}); {why}. Its node was created "
                                        f"at {_where_text(where)}", op, shapes, where)
             return pgrads
+        checked.__wrapped__ = backward  # the op's own closure (double backward reads what it captured)
         return checked
 
 

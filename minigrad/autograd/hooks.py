@@ -97,6 +97,24 @@ def _wrap(t, hooks):
     t._backward = hooked
 
 
+def run_on_tensor(t, g):
+    """The create_graph walk (autograd/higher.py) calls this: t's hooks see the gradient as a Tensor with a
+    graph (as torch's do under create_graph) and may return a replacement; retain_grad keeps the result."""
+    hooks = _nonleaf.get(id(t)) or _leaves.get(id(t))
+    if hooks is None or hooks.ref() is not t:
+        return g
+    for fn in list(hooks.values()):
+        new = fn(g)
+        if new is not None:
+            if tuple(np.shape(getattr(new, "data", new))) != t.data.shape:
+                raise RuntimeError(f"hook {getattr(fn, '__name__', fn)!r} has changed the gradient's shape: "
+                                   f"expected {t.data.shape}, got {np.shape(getattr(new, 'data', new))}")
+            g = new if hasattr(new, "_parents") else type(g)(np.asarray(new, dtype=t.data.dtype))
+    if hooks.retains and t._backward is not None:
+        t.grad = g if t.grad is None else t.grad + g
+    return g
+
+
 def register_hook(t, fn):
     """Tensor.register_hook: fn(grad) runs each time a gradient reaches t; see the module docstring."""
     if not callable(fn):

@@ -3,6 +3,7 @@ loss function. Built from the ops; the fused ones (softmax, linear, layer_norm, 
 import numpy as np
 
 from .. import ops
+from ..autograd.higher import register_vjp
 from ..dtypes import get_default_dtype
 from ..ops import (gelu, layer_norm, linear, log_softmax, relu, sigmoid, softmax,  # noqa: F401
                    softplus, tanh)
@@ -279,3 +280,17 @@ def smooth_l1_loss(input, target, reduction="mean", beta=1.0):
         return _reduce(ad, reduction, "smooth_l1_loss")
     small = ad.data < beta
     return _reduce(ops.where(small, (0.5 / beta) * d * d, ad - 0.5 * beta), reduction, "smooth_l1_loss")
+
+
+def _bce_vjp(node, g):
+    """binary_cross_entropy's differentiable backward (create_graph=True): its closure's formulas in ops."""
+    p, t = node._parents
+    one_minus = ops.rsub(p, 1.0)
+    gp = g * (p - t) / ops.maximum(p * one_minus, _BCE_EPS) if p.requires_grad else None
+    gt = None
+    if t.requires_grad:
+        gt = g * (ops.maximum(ops.log1p(ops.neg(p)), -100.0) - ops.maximum(ops.log(p), -100.0))
+    return gp, gt
+
+
+register_vjp("binary_cross_entropy", _bce_vjp)

@@ -12,6 +12,7 @@ class: it binds the operators (x + y is add(x, y)) and those methods (x.exp() is
 """
 from ..tensor import Tensor
 from . import arithmetic, elementwise, fused, linalg, recurrent, reduce, shape
+from . import _vjp_core, _vjp_fused, _vjp_shape  # noqa: F401  (register each op's double backward)
 from ._args import _with_keepdim, as_tensor, data_of  # noqa: F401
 from .arithmetic import *  # noqa: F401,F403
 from .arithmetic import rdiv, rpow, rsub

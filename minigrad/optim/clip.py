@@ -13,7 +13,8 @@ def clip_grad_norm_(params, max_norm, norm_type=2.0):
     norm_type = float(norm_type)
     if not (norm_type >= 1):
         raise ValueError(f"clip_grad_norm_: norm_type must be >= 1 or inf, got {norm_type}")
-    grads = [p.grad for p in params if p.grad is not None]
+    # a graph-carrying .grad (after backward(create_graph=True)) is scaled in its array, as torch does under no_grad
+    grads = [p.grad if type(p.grad) is np.ndarray else p.grad.data for p in params if p.grad is not None]
     if not grads:
         return 0.0
     if norm_type == math.inf:

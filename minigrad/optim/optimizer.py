@@ -118,7 +118,8 @@ class Optimizer:
         """Update the parameters of one group that have a gradient (one _update each; SGD has a shortcut)."""
         state = self.state
         for p in params:
-            self._update(p, p.grad, state[p], group)
+            g = p.grad
+            self._update(p, g if type(g) is np.ndarray else grad_array(g), state[p], group)
 
     def _update(self, p, g, state, group):
         raise TypeError(f"{type(self).__name__} must define _update")
@@ -204,3 +205,9 @@ def _number(v):
     if isinstance(v, np.generic):
         return v.item()
     return v
+
+
+def grad_array(g):
+    """A parameter's gradient as an array: after backward(create_graph=True) .grad is a Tensor with a graph,
+    and a step uses its value (as torch's optimizers do)."""
+    return g.data if isinstance(g, Tensor) else np.asarray(g)

@@ -2,7 +2,7 @@
 import numpy as np
 
 from ..fast.blas import const
-from .optimizer import Optimizer
+from .optimizer import Optimizer, grad_array
 
 
 class SGD(Optimizer):
@@ -20,6 +20,8 @@ class SGD(Optimizer):
         lr = group["lr"]  # plain SGD: p -= lr * g, with no state to keep
         for p in params:
             g = p.grad
+            if type(g) is not np.ndarray:  # a Tensor, after backward(create_graph=True)
+                g = grad_array(g)
             p.data -= const(lr, g.dtype) * g  # lr as a 0-d array: cheaper than a Python number (blas.const)
 
     def _update(self, p, g, state, group):

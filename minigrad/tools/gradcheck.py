@@ -9,7 +9,8 @@ import warnings
 
 import numpy as np
 
-from ..autograd.grad_mode import no_grad
+from ..autograd.grad_mode import enable_grad, no_grad
+from ..autograd.higher import grad
 from ..tensor import Tensor
 
 
@@ -108,3 +109,31 @@ def _check_numeric(num, where, analytic):
     if not np.isfinite(num):
         raise GradcheckError(f"gradcheck failed: the numeric derivative is {num} at {where} (analytic {analytic!r}); "
                              f"the function is not finite near this input, so its gradient cannot be checked here")
+
+
+def gradgradcheck(fn, *inputs, grad_outputs=None, eps=1e-6, atol=1e-5, rtol=1e-3, seed=0, max_full=4096):
+    """True if fn's second derivatives match central differences of its first; else raise (as torch's).
+
+    It gradchecks the function (inputs, u) -> d<u, fn(inputs)>/d(inputs), computed by autograd.grad with
+    create_graph=True, for a random upstream gradient u (float64, itself an input that requires grad, so
+    the gradient's dependence on u is checked too) and, inside gradcheck, a random second upstream gradient.
+    """
+    rng = np.random.default_rng(seed + 1)
+    checked = [i for i, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]
+    if not checked:
+        raise ValueError("gradgradcheck: no input requires grad, so there is nothing to check")
+    with enable_grad():
+        outs = [o for o in _outputs(fn, inputs) if o.requires_grad]
+    if grad_outputs is None:
+        grad_outputs = [Tensor(rng.standard_normal(o.shape), requires_grad=True) for o in outs]
+    grad_outputs = [u if isinstance(u, Tensor) else Tensor(np.asarray(u, np.float64), requires_grad=True)
+                    for u in grad_outputs]
+    n = len(inputs)
+
+    def first(*args):
+        xs, us = args[:n], args[n:]
+        with enable_grad():
+            outs = [o for o in _outputs(fn, xs) if o.requires_grad]
+            gs = grad(outs, [xs[i] for i in checked], grad_outputs=list(us), create_graph=True, allow_unused=True)
+        return tuple(g for g in gs if g is not None)
+    return gradcheck(first, *inputs, *grad_outputs, eps=eps, atol=atol, rtol=rtol, seed=seed, max_full=max_full)

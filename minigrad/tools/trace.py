@@ -51,6 +51,7 @@ class Trace:
             row["backward_ms"] = (row["backward_ms"] or 0.0) + (time.perf_counter() - t0) * 1e3
             row["grad_norm"] = float(np.sqrt(np.sum(np.square(g, dtype=np.float64))))
             return out
+        timed.__wrapped__ = backward  # the op's own closure (double backward reads what it captured)
         return timed
 
     # ---- wrapping the public op functions ---------------------------------------------------
