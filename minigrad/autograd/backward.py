@@ -152,7 +152,8 @@ def run_backward(root, grad, retain_graph=False):
     from its children, call its backward closure. This walk computes the same gradients (a test holds the
     two equal on random graphs); each difference is a speed measure, commented where it happens:
     - Kahn's algorithm on child counts instead of a sort: a node runs once every child has sent its part,
-      and its summed gradient is dropped right after (peak memory is the frontier, not the whole graph);
+      and its summed gradient is dropped right after, and the node itself is forgotten by the walk (peak
+      memory is the frontier, not the whole graph);
     - the graph is freed as it is walked unless retain_graph (nothing walks it again);
     - leaves never join the walk: a leaf's gradient goes into .grad at once (nothing downstream needs it);
     - a gradient buffer the engine made itself (`owned`) is summed into in place, and an op marked
@@ -197,7 +198,11 @@ def run_backward(root, grad, retain_graph=False):
             pgrads, g_owned = (None,) * len(parents), False
         else:
             # only big buffers are worth it (and a tiny one costs no page faults); a NumPy scalar has size 1
-            g_owned = g.size >= _IN_PLACE_MIN_SIZE and node in owned
+            if node in owned:  # (dropped from the set at once: the walk keeps no node it has passed alive)
+                owned.discard(node)
+                g_owned = g.size >= _IN_PLACE_MIN_SIZE
+            else:
+                g_owned = False
             if g_owned and getattr(backward, "__code__", None) in _IN_PLACE:
                 pgrads = backward(g, True)  # g is this node's own buffer: the closure may work in it
             else:
@@ -253,8 +258,10 @@ def run_backward(root, grad, retain_graph=False):
                     grads[p] = prev + pg  # the reference walk's sum, in a new buffer the engine owns
                     owned.add(p)
             n = pending[p] - 1
-            pending[p] = n
-            if n == 0:
+            if n:
+                pending[p] = n
+            else:  # ready; forgotten here, so a node the walk has passed is freed (checkpointing relies on it)
+                del pending[p]
                 ready.append(p)
 
 
