@@ -131,10 +131,9 @@ def linear_attention(q, k, v, causal=False, feature_map="elu+1", chunk_size=64):
     backward; the rest is composed of ops).
     """
     fq, fk, v = _phis(q, k, v, causal, feature_map)
+    va = ops.concat([v, Tensor(np.ones(v.shape[:-1] + (1,), v.dtype))], axis=-1)  # (..., S, Ev + 1): 1 sums z
     if causal:
-        va = ops.concat([v, Tensor(np.ones(v.shape[:-1] + (1,), v.dtype))], axis=-1)              # (..., L, Ev + 1): the last column sums z
-        a = causal_prefix_attention(fq, fk, va, chunk_size)
-        return a[..., :-1] / a[..., -1:]
-    kv = fk.swapaxes(-1, -2) @ v                                      # (..., E, Ev)
-    z = fk.sum(-2, keepdims=True)                                     # (..., 1, E)
-    return (fq @ kv) / (fq * z).sum(-1, keepdims=True)
+        a = causal_prefix_attention(fq, fk, va, chunk_size)          # (..., L, Ev + 1)
+    else:
+        a = fq @ (fk.swapaxes(-1, -2) @ va)                           # phi(Q) (phi(K)^T [V, 1])
+    return a[..., :-1] / a[..., -1:]
