@@ -1,7 +1,8 @@
 """attention: the classic attention mechanisms on top of minigrad.
 
 Read masks.py, scores.py, functional.py, multihead.py, transformer.py, seq2seq.py, luong.py (soft attention);
-local.py and efficient.py (restricted and memory-efficient attention); distributions.py, hard.py, reinforce.py,
+local.py and efficient.py (restricted and memory-efficient attention); positions.py (rotary, ALiBi), linear.py
+(linear attention), cache.py (KV cache for decoding); distributions.py, hard.py, reinforce.py,
 glimpse/ (hard attention trained by REINFORCE); tasks/ holds the toy data sets, tokens.py the ids they share.
 """
 from .functional import masked_softmax, scaled_dot_product_attention  # noqa: F401
@@ -22,6 +23,9 @@ from . import reinforce  # noqa: F401
 from .local import fixed_attention, sliding_window_attention  # noqa: F401
 from .luong import LocalScore, LuongLocalAttention  # noqa: F401
 from .efficient import memory_efficient_attention  # noqa: F401
+from .positions import RotaryEmbedding, alibi_bias, alibi_slopes, apply_rotary  # noqa: F401
+from .linear import linear_attention  # noqa: F401
+from .cache import KVCache  # noqa: F401
 from . import double_backward  # noqa: F401  (the kernels' rules for create_graph=True)
 from .glimpse import (HardGlimpseNet, PatchGrid, RecurrentAttentionModel, SoftGlimpseNet, conv2d,  # noqa: F401
                       glimpse_sensor)

@@ -1,9 +1,9 @@
 """Double backward of the attention kernels: each fused node's gradient rebuilt from its dense plain form.
 
 A fused attention node (scaled_dot_product_attention, its weights, memory_efficient_attention,
-masked_softmax, additive_score) has a hand-written array backward. Its differentiable backward, which
-minigrad's create_graph walk calls (minigrad/autograd/higher.py), recomputes the dense attention on the
-node's own parents with Tensor ops (the same as reference_sdpa, with the mask and dropout pattern the node
+masked_softmax, additive_score, linear attention's causal prefix sum, the rotary embedding) has a
+hand-written array backward. Its differentiable backward, which minigrad's create_graph walk calls
+(minigrad/autograd/higher.py), recomputes the dense attention (or the kernel's plain form) on the node's own parents with Tensor ops (the same as reference_sdpa, with the mask and dropout pattern the node
 kept; for the windowed and fixed-pattern kernels of local.py, the mask from attention.masks they are equal
 to) and differentiates that with create_graph: exact, and it costs only when a gradient with a graph is
 asked for. Non-finite input under a mask raises a clear error under create_graph.
@@ -12,7 +12,7 @@ import numpy as np
 
 from minigrad import Tensor, autograd, ops
 
-from . import efficient, functional, local, masks  # noqa: F401  (the kernels whose nodes these rules are for)
+from . import efficient, functional, linear, local, masks, positions  # noqa: F401  (the kernels these rules are for)
 
 _captured = autograd.captured
 
@@ -120,7 +120,27 @@ def _fixed(node, g):
     return _dense_local(node, g, allowed & c["kvalid"][..., None, :])
 
 
-for _op, _rule in (("scaled_dot_product_attention", _sdpa), ("attention_weights", _sdpa_weights),
+def _causal_linear(node, g):
+    """The prefix-sum kernel of linear.py is tril(Q K^T) V: that product, in ops."""
+    def plain(q, k, v):
+        w = ops.matmul(q, ops.swapaxes(k, -1, -2))
+        return ops.matmul(ops.where(np.tri(w.shape[-2], w.shape[-1], dtype=bool), w, 0.0), v)
+    return autograd.recompute_vjp(node, g, plain)
+
+
+def _rotary(node, g):
+    """RoPE is linear in x: its vjp is the rotation of g by the opposite angles (written in ops, so the rule
+    differentiates again; the angles' cos and sin are what the kernel captured)."""
+    c, s = _captured(node, "c"), _captured(node, "s")
+    D = g.shape[-1]
+    pairs = g.reshape(*g.shape[:-1], D // 2, 2)
+    g0, g1 = pairs[..., 0], pairs[..., 1]
+    y = ops.stack([g0 * c + g1 * s, g1 * c - g0 * s], axis=-1)  # R(-angle) g
+    return (y.reshape(*y.shape[:-2], D),)
+
+
+for _op, _rule in (("causal_linear_attention", _causal_linear), ("rotary_embedding", _rotary),
+                   ("scaled_dot_product_attention", _sdpa), ("attention_weights", _sdpa_weights),
                    ("memory_efficient_attention", _memory_efficient), ("masked_softmax", _masked_softmax),
                    ("additive_score", _additive), ("sliding_window_attention", _sliding_window),
                    ("fixed_attention", _fixed)):

@@ -171,12 +171,55 @@ def check_qkv(q, k, v):
 
 # ---- public API ------------------------------------------------------------------------------------
 
-def reference_sdpa(query, key, value, attn_mask=None, is_causal=False, scale=None):
+def repeat_kv(x, groups):
+    """(..., H_kv, S, E) -> (..., H_kv * groups, S, E), each head repeated `groups` times in a row (torch's
+    repeat_interleave on dim -3): the key/value heads as grouped-query attention shares them."""
+    if groups == 1:
+        return x
+    s = x.shape
+    return x.reshape(*s[:-2], 1, *s[-2:]).expand(*s[:-2], groups, *s[-2:]).reshape(*s[:-3], s[-3] * groups, *s[-2:])
+
+
+def gqa_groups(q, k, v, who="scaled_dot_product_attention"):
+    """Query heads per key/value head (q (..., Hq, L, E), k and v (..., Hkv, S, *)), checked: Hq % Hkv == 0."""
+    if q.ndim < 3 or k.ndim < 3 or v.ndim < 3:
+        raise ValueError(f"{who}: enable_gqa needs query, key and value with a head dim (..., H, N, E), got "
+                         f"{q.shape}, {k.shape}, {v.shape}")
+    hq, hk = q.shape[-3], k.shape[-3]
+    if v.shape[-3] != hk:
+        raise ValueError(f"{who}: key and value must have the same number of heads (dim -3), got key {k.shape} "
+                         f"and value {v.shape}")
+    if hk == 0 or hq % hk:
+        raise ValueError(f"{who}: enable_gqa needs the query heads (dim -3 of query, {hq}) to be a multiple of "
+                         f"the key/value heads (dim -3 of key, {hk})")
+    return hq // hk
+
+
+def group_heads(x, hk, groups):
+    """(..., Hq or 1, N, M) -> (..., Hkv, groups, N, M) (or (..., 1, 1, N, M)): query heads grouped by their
+    key/value head, so a key (..., Hkv, 1, S, E) broadcasts over its group. Below rank 3, x is unchanged."""
+    if x is None or groups == 1 or x.ndim < 3:
+        return x
+    s = x.shape
+    return x.reshape(*s[:-3], *((1, 1) if s[-3] == 1 else (hk, groups)), *s[-2:])
+
+
+def ungroup_heads(y):
+    """(..., Hkv, groups, L, E) -> (..., Hkv * groups, L, E)."""
+    s = y.shape
+    return y.reshape(*s[:-4], s[-4] * s[-3], *s[-2:])
+
+
+def reference_sdpa(query, key, value, attn_mask=None, is_causal=False, scale=None, enable_gqa=False):
     """The plain form of scaled_dot_product_attention (no dropout, finite inputs), composed of ops: scores
     q k^T * scale (+ a float mask); a softmax over the keys each query may attend (the others selected out, so
     a row with nothing to attend has weight 0); the weighted sum of the values. The fused kernel below computes
-    the same in one node; tests/test_attention_sdpa.py holds the two equal, values and gradients."""
+    the same in one node; tests/test_attention_sdpa.py holds the two equal, values and gradients.
+    enable_gqa: the key/value heads repeated for their query heads (repeat_kv), as torch's reference does."""
     q, k, v = as_tensor(query), as_tensor(key), as_tensor(value)
+    if enable_gqa:
+        groups = gqa_groups(q, k, v)
+        k, v = repeat_kv(k, groups), repeat_kv(v, groups)
     allowed, bias = prepare_masks(attn_mask, is_causal, check_qkv(q, k, v), q.dtype)
     E = q.shape[-1]
     scale = (1.0 / math.sqrt(E) if E else 1.0) if scale is None else float(scale)
@@ -193,7 +236,7 @@ def reference_sdpa(query, key, value, attn_mask=None, is_causal=False, scale=Non
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
-                                 scale=None, return_weights=False, training=True, rng=None):
+                                 scale=None, return_weights=False, training=True, rng=None, enable_gqa=False):
     """softmax(Q K^T * scale + mask) V for query (..., L, E), key (..., S, E), value (..., S, Ev) -> (..., L, Ev).
 
     attn_mask: bool (True = may attend) or float (added to the scores), broadcastable to (..., L, S).
@@ -207,11 +250,31 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     non-finite key or value, and unaffected by one it may not attend (even when other queries may). That
     rare case takes a slower path (masked products); all-finite input runs as plain matmuls.
     With no keys (S = 0) every output row is zero, with zero gradients.
+    enable_gqa: grouped-query attention as torch's: key and value (..., Hkv, S, *) have fewer heads than query
+    (..., Hq, L, E), Hq a multiple of Hkv; query head h reads key/value head h // (Hq / Hkv). The groups
+    broadcast over the shared head (no copy); masks broadcast to (..., Hq, L, S).
     """
     q, k, v = as_tensor(query), as_tensor(key), as_tensor(value)
-    shape = check_qkv(q, k, v)
+    groups = gqa_groups(q, k, v) if enable_gqa else 1
+    if groups == 1:
+        shape = check_qkv(q, k, v)
+        allowed, bias = prepare_masks(attn_mask, is_causal, shape, q.dtype)
+        return attend(q, k, v, None, allowed, bias, dropout_p, scale, return_weights, training, rng)
+    shape = check_qkv(q, repeat_kv(k.detach(), groups), repeat_kv(v.detach(), groups))  # (..., Hq, L, S)
     allowed, bias = prepare_masks(attn_mask, is_causal, shape, q.dtype)
-    return attend(q, k, v, None, allowed, bias, dropout_p, scale, return_weights, training, rng)
+    return attend_grouped(q, k, v, allowed, bias, dropout_p, scale, return_weights, training, rng)
+
+
+def attend_grouped(q, k, v, allowed, bias, dropout_p, scale, return_weights, training, rng):
+    """attend with key/value heads shared by groups of query heads: q (..., Hq, L, E), k, v (..., Hkv, S, *),
+    masks broadcastable to (..., Hq, L, S) (MultiHeadAttention(num_kv_heads=...) calls it too)."""
+    hk = k.shape[-3]
+    groups = q.shape[-3] // hk
+    allowed = group_heads(allowed, hk, groups)
+    res = attend(group_heads(q, hk, groups), k.reshape(*k.shape[:-2], 1, *k.shape[-2:]),
+                 v.reshape(*v.shape[:-2], 1, *v.shape[-2:]), None, allowed, group_heads(bias, hk, groups),
+                 dropout_p, scale, return_weights, training, rng)
+    return tuple(ungroup_heads(r) for r in res) if return_weights else ungroup_heads(res)
 
 
 def attend(q, k, v, packed, allowed, bias, dropout_p, scale, return_weights, training, rng):

@@ -7,9 +7,9 @@ from minigrad import ops
 from minigrad.nn import Linear, Module, parameter, xavier_uniform_, zeros_
 
 from .efficient import attend_chunked
-from .functional import attend
+from .functional import attend, attend_grouped, repeat_kv
 from .local import sliding_window_attention
-from .masks import mha_masks
+from .masks import causal_mask, mha_masks
 
 # Parameters carry the names, shapes and initialisation of torch.nn.MultiheadAttention, so a PyTorch
 # model's state dict loads unchanged. Batch-first, with nanoGPT's letters: B batch, T (or L / S) time,
@@ -18,6 +18,13 @@ from .masks import mha_masks
 # One difference from torch.nn.MultiheadAttention on purpose: a boolean attn_mask is True where a query
 # *may* attend (the polarity of scaled_dot_product_attention and of this whole package); PyTorch's module
 # uses the opposite. key_padding_mask keeps PyTorch's meaning (True = padding, ignored).
+#
+# Grouped-query attention (Ainslie et al. 2023; multi-query, Shazeer 2019, is num_kv_heads=1): K and V get
+# num_kv_heads = H_kv heads of D features; query head h reads K/V head h // (H / H_kv). The k and v projections
+# shrink to H_kv D rows each: in_proj_weight is (C + 2 H_kv D, C) (rows [0, C) q, then k, then v), or
+# q_proj_weight (C, C), k_proj_weight (H_kv D, kdim), v_proj_weight (H_kv D, vdim); in_proj_bias
+# (C + 2 H_kv D,). With H_kv = H (the default) these are torch's shapes. forward(..., cache=KVCache()) is
+# incremental decoding (cache.py): see forward.
 
 PATHS = ("dense", "window", "efficient")  # MultiHeadAttention(attention=...): how the heads attend
 
@@ -26,29 +33,36 @@ class MultiHeadAttention(Module):
     """Self- or cross-attention with H heads; forward returns (output (B, L, C), weights or None)."""
 
     def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, kdim=None, vdim=None, attention="dense",
-                 window=None, dilation=1, chunk_size=512):
+                 window=None, dilation=1, chunk_size=512, num_kv_heads=None):
         """attention: "dense" (scaled_dot_product_attention), "window" (sliding_window_attention with `window`
         and `dilation`; self-attention) or "efficient" (memory_efficient_attention with `chunk_size`).
-        The path holds no parameters: the state dict is the same for all three."""
+        The path holds no parameters: the state dict is the same for all three.
+        num_kv_heads: heads of K and V (default num_heads; 1 is multi-query), a divisor of num_heads."""
         super().__init__()
         self._set_path(attention, window, dilation, chunk_size, dropout)
         if num_heads <= 0 or embed_dim % num_heads != 0:
             raise ValueError(f"MultiHeadAttention: embed_dim ({embed_dim}) must be divisible by num_heads "
                              f"({num_heads})")
         self.embed_dim, self.num_heads, self.head_dim = embed_dim, num_heads, embed_dim // num_heads
+        Hk = num_heads if num_kv_heads is None else num_kv_heads
+        if isinstance(Hk, bool) or not isinstance(Hk, (int, np.integer)) or Hk < 1 or num_heads % Hk:
+            raise ValueError(f"MultiHeadAttention: num_heads ({num_heads}) must be divisible by num_kv_heads "
+                             f"({num_kv_heads!r}, a positive integer)")
+        self.num_kv_heads = int(Hk)
+        KD = self.num_kv_heads * self.head_dim  # rows of the k and v projections (C unless grouped)
         self.kdim = embed_dim if kdim is None else kdim
         self.vdim = embed_dim if vdim is None else vdim
         self.dropout = dropout
         self._same_dims = self.kdim == embed_dim and self.vdim == embed_dim
         C = embed_dim
         if self._same_dims:  # q, k, v projections stacked, as PyTorch: rows [0, C) q, [C, 2C) k, [2C, 3C) v
-            self.in_proj_weight = xavier_uniform_(parameter(3 * C, C))
+            self.in_proj_weight = xavier_uniform_(parameter(C + 2 * KD, C))
         else:
             self.in_proj_weight = None
             self.q_proj_weight = xavier_uniform_(parameter(C, C))
-            self.k_proj_weight = xavier_uniform_(parameter(C, self.kdim))
-            self.v_proj_weight = xavier_uniform_(parameter(C, self.vdim))
-        self.in_proj_bias = zeros_(parameter(3 * C)) if bias else None
+            self.k_proj_weight = xavier_uniform_(parameter(KD, self.kdim))
+            self.v_proj_weight = xavier_uniform_(parameter(KD, self.vdim))
+        self.in_proj_bias = zeros_(parameter(C + 2 * KD)) if bias else None
         self.out_proj = Linear(C, C, bias=bias)
         if bias:
             zeros_(self.out_proj.bias)
@@ -69,9 +83,8 @@ class MultiHeadAttention(Module):
         H, D, C = self.num_heads, self.head_dim, self.embed_dim
         heads = []
         for i, x, T in ((0, query, L), (1, key, S), (2, value, S)):
-            w, b = self._weights(i)
-            heads.append(ops.linear(x, w, b).reshape(B, T, H, D).transpose(0, 2, 1, 3))  # (B, T, C) -> (B, H, T, D)
-        q, k, v = heads
+            heads.append(self._heads(x, i, B, T))  # (B, T, C) -> (B, H, T, D) (H_kv heads for k and v)
+        q, k, v = heads[0], repeat_kv(heads[1], H // self.num_kv_heads), repeat_kv(heads[2], H // self.num_kv_heads)
         if self.attention == "window":
             if attn_mask is not None:
                 raise ValueError("MultiHeadAttention: attention='window' takes no attn_mask (the window is the mask); "
@@ -89,22 +102,46 @@ class MultiHeadAttention(Module):
 
     def _weights(self, i):
         """Projection i (0 = q, 1 = k, 2 = v) as (weight, bias)."""
-        C = self.embed_dim
+        C, KD = self.embed_dim, self.num_kv_heads * self.head_dim
+        lo, hi = (0, C) if i == 0 else (C + (i - 1) * KD, C + i * KD)  # [0, C), [C, 2C), [2C, 3C) when KD = C
         if self._same_dims:
-            w = self.in_proj_weight[i * C:(i + 1) * C]
+            w = self.in_proj_weight[lo:hi]
         else:
             w = (self.q_proj_weight, self.k_proj_weight, self.v_proj_weight)[i]
-        b = None if self.in_proj_bias is None else self.in_proj_bias[i * C:(i + 1) * C]
+        b = None if self.in_proj_bias is None else self.in_proj_bias[lo:hi]
         return w, b
 
+    def _heads(self, x, i, B, T):
+        """Projection i of x (B, T, *) as heads (B, H, T, D) (q) or (B, H_kv, T, D) (k, v)."""
+        w, b = self._weights(i)
+        n = self.num_heads if i == 0 else self.num_kv_heads
+        return ops.linear(x, w, b).reshape(B, T, n, self.head_dim).transpose(0, 2, 1, 3)
+
+    def _cached_kv(self, key, value, self_attn, cache, B, S):
+        """cache=: self-attention appends this call's k, v to the cache and reads all; a cross-attention
+        projects its keys and values (the memory) on its first call and reads them after."""
+        if self_attn:
+            return cache.update(self, self._heads(key, 1, B, S), self._heads(value, 2, B, S))
+        kv = cache.static(self)
+        if kv is None:
+            kv = (self._heads(key, 1, B, S), self._heads(value, 2, B, S))
+            cache.store_static(self, *kv)
+        elif kv[0].shape[0] != B:
+            raise ValueError(f"MultiHeadAttention: cache holds memory of batch {kv[0].shape[0]}, got a batch of {B}")
+        return kv
+
     def forward(self, query, key=None, value=None, key_padding_mask=None, attn_mask=None, is_causal=False,
-                need_weights=True, average_attn_weights=False):
+                need_weights=True, average_attn_weights=False, cache=None):
         """query (B, L, C), key (B, S, kdim), value (B, S, vdim); key=None is self-attention.
 
         Returns (output (B, L, C), weights (B, H, L, S), or (B, L, S) averaged over heads, or None).
         attn_mask: bool (True = may attend) or float, (L, S), (B*H, L, S) or broadcastable to (B, H, L, S).
         key_padding_mask: (B, S), bool True = padding (ignored), or float (added).
         is_causal: apply PyTorch's upper-left causal mask (see attention.masks); not with attn_mask.
+        cache: a KVCache (attention.cache), for decoding a few positions at a time (dense path only). The
+        query's positions follow the cached ones; is_causal is then lower-right (query i attends the past and
+        new positions <= its own), and attn_mask / key_padding_mask cover all keys, (L, past + L) / (B, past + L).
+        Fed one position at a time with is_causal, the outputs are those of the whole sequence at once.
         """
         self_attn = key is None or (key is query and (value is None or value is query))
         key = query if key is None else key
@@ -129,25 +166,34 @@ class MultiHeadAttention(Module):
             raise TypeError(f"MultiHeadAttention: query, key and value dtypes ({query.dtype}, {key.dtype}, "
                             f"{value.dtype}) must match the parameters' dtype {pdtype}; convert the inputs "
                             f"(x.astype(...)) or build the module under that default dtype")
+        if cache is not None and self.attention != "dense":
+            raise ValueError(f"MultiHeadAttention: cache= needs attention='dense', got attention={self.attention!r}")
         if self.attention != "dense":
             if is_causal and attn_mask is not None:
                 raise ValueError("MultiHeadAttention: give attn_mask or is_causal=True, not both")
             return self._forward_fast(query, key, value, key_padding_mask, attn_mask, is_causal, B, L, S)
+        if cache is not None:
+            k, v = self._cached_kv(key, value, self_attn, cache, B, S)
+            if self_attn and is_causal:
+                if attn_mask is not None:
+                    raise ValueError("MultiHeadAttention: give attn_mask or is_causal=True, not both")
+                attn_mask, is_causal = causal_mask(L, k.shape[2]), False  # lower-right: after the cached keys
+            S = k.shape[2]
         allowed, bias = mha_masks(key_padding_mask, attn_mask, is_causal, B, H, L, S, query.dtype)
         common = (allowed, bias, self.dropout, None, need_weights, self.training, None)
-        if self_attn and self._same_dims:
+        grouped = self.num_kv_heads != H
+        if cache is not None:
+            res = (attend_grouped(self._heads(query, 0, B, L), k, v, *common) if grouped
+                   else attend(self._heads(query, 0, B, L), k, v, None, *common))
+        elif self_attn and self._same_dims and not grouped:
             # one fused linear for q, k and v, then a view per head
             qkv = ops.linear(query, self.in_proj_weight, self.in_proj_bias)  # (B, T, 3C)
             qkv = qkv.reshape(B, L, 3, H, D).transpose(2, 0, 3, 1, 4)       # (3, B, H, T, D)
             res = attend(None, None, None, qkv, *common)
         else:
-            w, b = self._weights(0)
-            q = ops.linear(query, w, b).reshape(B, L, H, D).transpose(0, 2, 1, 3)  # (B, L, C) -> (B, H, L, D)
-            w, b = self._weights(1)
-            k = ops.linear(key, w, b).reshape(B, S, H, D).transpose(0, 2, 1, 3)    # (B, S, C) -> (B, H, S, D)
-            w, b = self._weights(2)
-            v = ops.linear(value, w, b).reshape(B, S, H, D).transpose(0, 2, 1, 3)  # (B, S, C) -> (B, H, S, D)
-            res = attend(q, k, v, None, *common)
+            q = self._heads(query, 0, B, L)                      # (B, L, C) -> (B, H, L, D)
+            k, v = self._heads(key, 1, B, S), self._heads(value, 2, B, S)  # (B, S, *) -> (B, H_kv, S, D)
+            res = attend_grouped(q, k, v, *common) if grouped else attend(q, k, v, None, *common)
         y, weights = res if need_weights else (res, None)
         y = y.transpose(0, 2, 1, 3).reshape(B, L, C)  # (B, H, L, D) -> (B, L, H, D) -> (B, L, C): heads side by side
         y = self.out_proj(y)
@@ -158,4 +204,5 @@ class MultiHeadAttention(Module):
     def extra_repr(self):
         """embed_dim, num_heads, dropout (and a non-dense attention= path), for the repr."""
         path = "" if self.attention == "dense" else f", attention={self.attention!r}"
-        return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, dropout={self.dropout}{path}"
+        kv = "" if self.num_kv_heads == self.num_heads else f", num_kv_heads={self.num_kv_heads}"
+        return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}{kv}, dropout={self.dropout}{path}"

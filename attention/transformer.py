@@ -82,11 +82,14 @@ class TransformerEncoderLayer(_FeedForward):
         self.dropout1 = Dropout(dropout)
         self.dropout2 = Dropout(dropout)
 
-    def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False, need_weights=False):
-        """src (B, T, C); src_mask bool True = may attend, or float. need_weights: also return (B, H, T, T)."""
+    def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False, need_weights=False,
+                cache=None):
+        """src (B, T, C); src_mask bool True = may attend, or float. need_weights: also return (B, H, T, T).
+        cache: a KVCache for decoding (a decoder-only model of causal encoder layers), see MultiHeadAttention."""
         def sa(h):
             a, w = self.self_attn(h, attn_mask=src_mask, key_padding_mask=src_key_padding_mask,
-                                  is_causal=is_causal, need_weights=need_weights)
+                                  is_causal=is_causal, need_weights=need_weights,
+                                  **({} if cache is None else {"cache": cache}))
             return self.dropout1(a), w
         x, w = self._residual(src, self.norm1, sa)
         x, _ = self._residual(x, self.norm2, lambda h: (self.dropout2(self._ff(h)), None))
@@ -117,16 +120,21 @@ class TransformerDecoderLayer(_FeedForward):
         self.dropout3 = Dropout(dropout)
 
     def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
-                memory_key_padding_mask=None, tgt_is_causal=False, need_weights=False, memory_is_causal=False):
-        """tgt (B, L, C), memory (B, S, C). need_weights: also return (self (B, H, L, L), cross (B, H, L, S))."""
+                memory_key_padding_mask=None, tgt_is_causal=False, need_weights=False, memory_is_causal=False,
+                cache=None):
+        """tgt (B, L, C), memory (B, S, C). need_weights: also return (self (B, H, L, L), cross (B, H, L, S)).
+        cache: a KVCache: tgt holds the positions after the cached ones (tgt_mask, tgt_key_padding_mask cover
+        all of them); the memory's keys and values are projected on the first call and kept."""
+        kw = {} if cache is None else {"cache": cache}
+
         def sa(h):
             a, w = self.self_attn(h, attn_mask=tgt_mask, key_padding_mask=tgt_key_padding_mask,
-                                  is_causal=tgt_is_causal, need_weights=need_weights)
+                                  is_causal=tgt_is_causal, need_weights=need_weights, **kw)
             return self.dropout1(a), w
 
         def ca(h):
             a, w = self.multihead_attn(h, memory, memory, attn_mask=memory_mask, is_causal=memory_is_causal,
-                                       key_padding_mask=memory_key_padding_mask, need_weights=need_weights)
+                                       key_padding_mask=memory_key_padding_mask, need_weights=need_weights, **kw)
             return self.dropout2(a), w
         x, w_self = self._residual(tgt, self.norm1, sa)
         x, w_cross = self._residual(x, self.norm2, ca)
@@ -161,11 +169,13 @@ class TransformerEncoder(Module):
         self.num_layers = num_layers
         self.norm = _final_norm(norm, "TransformerEncoder")
 
-    def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None):
-        """src (B, T, C); mask bool True = may attend, or float; is_causal: the causal mask (not with mask)."""
+    def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None, cache=None):
+        """src (B, T, C); mask bool True = may attend, or float; is_causal: the causal mask (not with mask).
+        cache: one KVCache for every layer (each keeps its own entry), for decoding."""
         x = src
+        kw = {} if cache is None else {"cache": cache}
         for layer in self.layers:
-            x = layer(x, src_mask=mask, src_key_padding_mask=src_key_padding_mask, is_causal=bool(is_causal))
+            x = layer(x, src_mask=mask, src_key_padding_mask=src_key_padding_mask, is_causal=bool(is_causal), **kw)
         return x if self.norm is None else self.norm(x)
 
 
@@ -179,13 +189,15 @@ class TransformerDecoder(Module):
         self.norm = _final_norm(norm, "TransformerDecoder")
 
     def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
-                memory_key_padding_mask=None, tgt_is_causal=None, memory_is_causal=False):
-        """tgt (B, L, C), memory (B, S, C); masks as TransformerDecoderLayer's, passed to every layer."""
+                memory_key_padding_mask=None, tgt_is_causal=None, memory_is_causal=False, cache=None):
+        """tgt (B, L, C), memory (B, S, C); masks as TransformerDecoderLayer's, passed to every layer.
+        cache: one KVCache for every layer (each keeps its own entries), for decoding a step at a time."""
         x = tgt
+        kw = {} if cache is None else {"cache": cache}
         for layer in self.layers:
             x = layer(x, memory, tgt_mask=tgt_mask, memory_mask=memory_mask,
                       tgt_key_padding_mask=tgt_key_padding_mask, memory_key_padding_mask=memory_key_padding_mask,
-                      tgt_is_causal=bool(tgt_is_causal), memory_is_causal=memory_is_causal)
+                      tgt_is_causal=bool(tgt_is_causal), memory_is_causal=memory_is_causal, **kw)
         return x if self.norm is None else self.norm(x)
 
 

@@ -20,7 +20,7 @@ import time
 import numpy as np
 
 import minigrad as mg
-from attention import SinusoidalPositionalEncoding, TransformerDecoderLayer, TransformerEncoderLayer
+from attention import KVCache, SinusoidalPositionalEncoding, TransformerDecoderLayer, TransformerEncoderLayer
 from attention.masks import padding_mask_from_lengths
 from attention.tokens import BOS, EOS, PAD
 from attention.tasks.sequences import SequenceTask
@@ -56,12 +56,14 @@ class Transformer(nn.Module):
             x = layer(x, src_key_padding_mask=kpm)
         return self.enc_norm(x)
 
-    def decode(self, tgt_in, memory, kpm=None, need_weights=False):
-        """tgt_in (B, T) -> (logits (B, T, V), cross-attention weights of the last layer (B, H, T, S) or None)."""
-        y = self.pos(self.tgt_emb(tgt_in))
+    def decode(self, tgt_in, memory, kpm=None, need_weights=False, cache=None):
+        """tgt_in (B, T) -> (logits (B, T, V), cross-attention weights of the last layer (B, H, T, S) or None).
+        cache: a KVCache; tgt_in then holds the positions after the cached ones."""
+        y = self.pos(self.tgt_emb(tgt_in), offset=0 if cache is None else cache.seq_len)
         cross = None
         for layer in self.decoder:
-            out = layer(y, memory, memory_key_padding_mask=kpm, tgt_is_causal=True, need_weights=need_weights)
+            out = layer(y, memory, memory_key_padding_mask=kpm, tgt_is_causal=True, need_weights=need_weights,
+                        cache=cache)
             y, cross = (out[0], out[1][1]) if need_weights else (out, None)
         return self.out(self.dec_norm(y)), cross
 
@@ -79,8 +81,9 @@ class Transformer(nn.Module):
         B = src.shape[0]
         seq = np.full((B, 1), BOS, np.int64)
         done = np.zeros(B, bool)
-        for _ in range(max_len):                                     # each step re-reads the whole prefix
-            logits, _ = self.decode(seq, memory, kpm)
+        cache = KVCache()                                            # each step projects only its new token
+        for _ in range(max_len):
+            logits, _ = self.decode(seq[:, -1:], memory, kpm, cache=cache)
             y = np.where(done, PAD, logits.data[:, -1].argmax(-1))
             seq = np.concatenate([seq, y[:, None]], axis=1)
             done |= y == EOS

@@ -263,3 +263,24 @@ def test_a_list_of_constant_tensors_is_still_a_constant_and_stack_keeps_the_grap
     x = mg.tensor(np.array([1.0, 2.0]), requires_grad=True)
     mg.stack([x, x + 2]).mean().backward()
     np.testing.assert_array_equal(x.grad, [0.5, 0.5])  # each entry appears twice among the four
+
+
+def test_a_read_only_broadcast_gradient_is_not_summed_into_in_place():
+    """sum(keepdims=True)'s gradient is np.broadcast_to of g (read-only); when its node owned g and a second
+    consumer adds into the same parent, the walk used to `+=` into that view ("output array is read-only")."""
+    rng = np.random.default_rng(0)
+    fk0 = rng.standard_normal((64, 8, 64))
+    q0, v0 = rng.standard_normal((64, 1, 64)), rng.standard_normal((64, 8, 64))
+    fk_leaf = mg.tensor(fk0, requires_grad=True)
+    q, v = mg.tensor(q0, requires_grad=True), mg.tensor(v0, requires_grad=True)
+    fk = fk_leaf * 1.0
+    out = (q @ (fk.swapaxes(-1, -2) @ v)) / (q * fk.sum(-2, keepdims=True)).sum(-1, keepdims=True)
+    out.sum().backward()
+    a, b, c = (mg.tensor(x, requires_grad=True) for x in (q0, fk0, v0))  # the reference walk agrees
+    bb = b * 1.0
+    o = (a @ (bb.swapaxes(-1, -2) @ c)) / (a * bb.sum(-2, keepdims=True)).sum(-1, keepdims=True)
+    mg.autograd.reference_backward(o.sum())
+    ref = {"q": a.grad, "fk": b.grad, "v": c.grad}
+    np.testing.assert_allclose(q.grad, ref["q"], rtol=1e-12)
+    np.testing.assert_allclose(fk_leaf.grad, ref["fk"], rtol=1e-12)
+    np.testing.assert_allclose(v.grad, ref["v"], rtol=1e-12)

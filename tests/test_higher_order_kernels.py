@@ -137,3 +137,35 @@ def test_multihead_attention_gradgradcheck(path):
         p.data = p.data.astype(np.float64)
     x = mg.tensor(np.random.default_rng(0).standard_normal((2, 3, 4)), requires_grad=True)
     assert mg.gradgradcheck(lambda x: m(x, x, x, is_causal=True)[0], x)
+
+
+@pytest.mark.parametrize("case", ["gqa-sdpa", "linear", "linear-causal", "rope", "alibi-mask", "gqa-mha"])
+def test_modern_attention_variants_gradgradcheck(case):
+    """Issue 19's variants differentiate twice: GQA through SDPA's rule, linear attention's prefix-sum kernel
+    and the rotary embedding through their own rules, ALiBi as a float mask."""
+    rng = np.random.default_rng(11)
+    q, = _ts(rng, (1, 4, 5, 4))
+    k, v = _ts(rng, (1, 2, 5, 4), (1, 2, 5, 4))
+    rope = attention.RotaryEmbedding(4)
+    if case == "gqa-sdpa":
+        fn = lambda q, k, v: attention.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)  # noqa: E731
+    elif case == "linear":
+        fn = lambda q, k, v: attention.linear_attention(q, k.repeat(1, 2, 1, 1), v.repeat(1, 2, 1, 1))  # noqa: E731
+    elif case == "linear-causal":
+        fn = lambda q, k, v: attention.linear_attention(q, k.repeat(1, 2, 1, 1), v.repeat(1, 2, 1, 1),  # noqa: E731
+                                                        causal=True, chunk_size=2)
+    elif case == "rope":
+        fn = lambda q, k, v: attention.scaled_dot_product_attention(rope(q), rope(k), v, enable_gqa=True)  # noqa: E731
+    elif case == "alibi-mask":
+        bias = attention.alibi_bias(4, 5, 5).astype(np.float64)
+        fn = lambda q, k, v: attention.scaled_dot_product_attention(q, k, v, attn_mask=bias,  # noqa: E731
+                                                                    enable_gqa=True)
+    else:
+        mg.manual_seed(0)
+        m = attention.MultiHeadAttention(4, 2, num_kv_heads=1)
+        for p in m.parameters():
+            p.data = p.data.astype(np.float64)
+        x = mg.tensor(rng.standard_normal((2, 3, 4)), requires_grad=True)
+        assert mg.gradgradcheck(lambda x: m(x, x, x, is_causal=True)[0], x)
+        return
+    assert mg.gradgradcheck(fn, q, k, v)

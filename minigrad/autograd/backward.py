@@ -234,8 +234,9 @@ def run_backward(root, grad, retain_graph=False):
                 elif pg.base is None and pg is not g:
                     fresh = True
                 else:  # g itself or a view may be shared, unless g was this node's own and it has one parent
+                    # (a read-only view, such as sum's np.broadcast_to of g, is never adopted: += would fail)
                     fresh = g_owned and len(parents) == 1 and (
-                        pg is g or pg.base is (g if g.base is None else g.base))
+                        pg is g or pg.base is (g if g.base is None else g.base)) and pg.flags.writeable
                 if pg.dtype is not pd.dtype and pg.dtype != pd.dtype:
                     pg, fresh = pg.astype(pd.dtype), True
                 if p._backward is None:  # a leaf: _into_leaf's array cases, inlined (a fresh array is adopted)
