@@ -62,9 +62,9 @@ class Tensor:
     ndim = property(lambda self: self.data.ndim, doc="The number of dims, as ndarray.ndim.")
     size = property(lambda self: self.data.size, doc="Number of elements, as ndarray.size (not torch's size()).")
     is_leaf = property(lambda self: self._backward is None, doc="True unless a recorded op made it.")
-    # the clock time of the last in-place change, 0 if none (see _bump_version); unset until then, so that
-    # making a tensor costs no extra store
-    _version = property(lambda self: getattr(self, "_vers", 0))
+    # the clock time of the last in-place change to it or to a tensor sharing its memory (a view), 0 if none
+    # (see _bump_version); _vers is unset until then, so that making a tensor costs no extra store
+    _version = property(lambda self: _versions.version_of(self))
 
     def __len__(self):
         if not self.data.ndim:
