@@ -193,9 +193,12 @@ def binary_cross_entropy_with_logits(input, target, weight=None, reduction="mean
             shape = np.broadcast_shapes(pw.shape, input.shape)
         except ValueError:
             shape = None
+        if shape is None:
+            raise ValueError(f"binary_cross_entropy_with_logits: pos_weight {pw.shape} does not broadcast with "
+                             f"logits {input.shape}")
         if shape != input.shape:  # as torch: pos_weight may not broadcast the loss beyond the logits
-            raise ValueError(f"binary_cross_entropy_with_logits: pos_weight {pw.shape} must broadcast to the "
-                             f"logits' shape {input.shape}" + ("" if shape is None else f", not grow it to {shape}"))
+            raise ValueError(f"binary_cross_entropy_with_logits: pos_weight {pw.shape} would broadcast the loss "
+                             f"beyond the logits' shape {input.shape}, to {shape}")
         loss = pw * target * ops.softplus(-input) + (1 - target) * ops.softplus(input)
     if weight is not None:
         loss = loss * as_tensor(weight)

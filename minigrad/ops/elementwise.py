@@ -263,8 +263,8 @@ def clamp(a, min=None, max=None):
                 take_lo = take_lo & (lo.data <= hd)
             out = np.minimum(out, hd)
     except ValueError:
-        raise ValueError(f"clamp: bounds of shape {None if lo is None else lo.shape} / "
-                         f"{None if hi is None else hi.shape} do not broadcast with input {x.shape}") from None
+        raise ValueError(f"clamp: bounds of shape {() if lo is None else lo.shape} / "
+                         f"{() if hi is None else hi.shape} do not broadcast with input {x.shape}") from None
     if out.shape != x.shape:
         raise ValueError(f"clamp: bounds would broadcast input {x.shape} to {out.shape}")
     bounds = tuple(b for b in (lo, hi) if b is not None)
