@@ -28,8 +28,8 @@ FAMILIES = (arithmetic, elementwise, reduce, shape, linalg, fused, recurrent)
 __all__ = tuple(name for fam in FAMILIES for name in fam.__all__) + ("as_tensor", "Function", "Context")
 
 # every reduction takes PyTorch's keepdim= beside NumPy's keepdims= (one wrapper maps it)
-sum, mean, var, max, min, logsumexp, argmax, argmin, prod, norm, std = map(  # noqa: F405
-    _with_keepdim, (sum, mean, var, max, min, logsumexp, argmax, argmin, prod, norm, std))  # noqa: F405
+sum, mean, var, max, min, logsumexp, argmax, argmin, prod, norm, std, amax, amin = map(  # noqa: F405
+    _with_keepdim, (sum, mean, var, max, min, logsumexp, argmax, argmin, prod, norm, std, amax, amin))  # noqa: F405
 
 
 def rmatmul(a, b):
