@@ -14,7 +14,7 @@ from ..tensor import Tensor
 from . import arithmetic, elementwise, fused, linalg, recurrent, reduce, shape
 from ._args import _with_keepdim, as_tensor, data_of  # noqa: F401
 from .arithmetic import *  # noqa: F401,F403
-from .arithmetic import rdiv, rpow, rsub
+from .arithmetic import rdiv, rfloordiv, rpow, rremainder, rsub
 from .elementwise import *  # noqa: F401,F403
 from .function import Context, Function  # noqa: F401
 from .fused import *  # noqa: F401,F403
@@ -42,7 +42,8 @@ def rmatmul(a, b):
 _OPERATORS = {"__add__": add, "__radd__": add, "__sub__": sub, "__rsub__": rsub, "__mul__": mul,  # noqa: F405
               "__rmul__": mul, "__truediv__": div, "__rtruediv__": rdiv, "__pow__": pow,  # noqa: F405
               "__rpow__": rpow, "__matmul__": matmul, "__rmatmul__": rmatmul, "__neg__": neg,  # noqa: F405
-              "__getitem__": getitem}
+              "__getitem__": getitem, "__floordiv__": floor_divide, "__rfloordiv__": rfloordiv,  # noqa: F405
+              "__mod__": remainder, "__rmod__": rremainder}  # noqa: F405
 _ALIASES = {"view": "reshape", "permute": "transpose", "broadcast_to": "expand"}
 
 for _name, _fn in _OPERATORS.items():
