@@ -311,6 +311,8 @@ def test_C6_rnn_with_an_empty_batch(cls):
     assert y.shape == tuple(ty.shape)
     hs = h if cls == "GRU" else h[0]
     assert hs.shape == tuple((th if cls == "GRU" else th[0]).shape)
+    (y.sum() + hs.sum()).backward()
+    assert not m.weight_ih_l0.grad.any()
 
 
 def test_C7_floordiv_and_mod():
@@ -333,7 +335,7 @@ def test_B1_make_node_checks():
     with pytest.raises(TypeError, match="parents"):
         mg.make_node(np.ones(2), (np.ones(2),), lambda g: (g,), "bad")
     y = mg.make_node(x.data * 2, (x,), lambda g: (g, g), "two")
-    with pytest.raises(ValueError, match="2 gradients for 1"):
+    with pytest.raises(ValueError, match="returned more gradients than the op has parents"):
         y.sum().backward()
 
 
