@@ -402,3 +402,25 @@ def test_B7_chunk_of_an_empty_dim():
     ours = mg.tensor(np.zeros((0, 2))).chunk(3)
     theirs = torch.zeros(0, 2).chunk(3)
     assert [p.shape for p in ours] == [tuple(p.shape) for p in theirs]
+
+
+def test_W4_chained_schedules_resume_bit_exact(tmp_path):
+    def build():
+        p = _t([0.0], True)
+        o = optim.SGD([p], lr=0.1)
+        return o, optim.lr_scheduler.StepLR(o, step_size=2, gamma=0.5), optim.lr_scheduler.CosineAnnealingLR(o, 6)
+
+    def advance(o, s1, s2, k):
+        if k == 2:
+            o.param_groups[0]["lr"] = 0.03  # a manual change: chained from here on
+        o.step(); s1.step(); s2.step()  # noqa: E702
+        return o.param_groups[0]["lr"]
+    o, s1, s2 = build()
+    straight = [advance(o, s1, s2, k) for k in range(10)]
+    o, s1, s2 = build()
+    first = [advance(o, s1, s2, k) for k in range(5)]
+    mg.save({"o": o.state_dict(), "s1": s1.state_dict(), "s2": s2.state_dict()}, tmp_path / "ck.npz")
+    ck = mg.load(tmp_path / "ck.npz")
+    o, s1, s2 = build()
+    o.load_state_dict(ck["o"]); s1.load_state_dict(ck["s1"]); s2.load_state_dict(ck["s2"])  # noqa: E702
+    assert first + [advance(o, s1, s2, k) for k in range(5, 10)] == straight

@@ -33,12 +33,15 @@ def _bump_version(*ts):
     optimizer steps call this)."""
     global _clock
     _clock += 1
+    clock = _clock
     for t in ts:
-        t._vers = _clock
-        o = _owner(t.data)
+        t._vers = clock
+        o = t.data
+        if o.base is not None:  # a view: the record goes on the array that owns the memory
+            o = _owner(o)
         rec = _written.get(id(o))
         if rec is not None and rec[0]() is o:
-            rec[1] = _clock
+            rec[1] = clock
         else:
             key = id(o)  # the record goes when the array does (its id may then be reused)
             _written[key] = [weakref.ref(o, lambda r, k=key: _written.get(k, (None,))[0] is r and _written.pop(k)),
