@@ -45,7 +45,10 @@ class Categorical:
                                  f"{p.shape} with range [{p.data.min()}, {p.data.max()}]")
             if (p.data.sum(-1) <= 0).any():
                 raise ValueError("Categorical: every row of probs needs a positive sum")
-            logits = ops.log(p)  # log 0 = -inf: that category is impossible
+            # log 0 = -inf: that category is impossible. The log goes through where() so that its gradient
+            # there is 0, as on the logits=-inf path (log's own, g / 0, would make every gradient NaN)
+            pos = p.data > 0
+            logits = ops.log(p) if pos.all() else ops.where(pos, ops.log(ops.where(pos, p, 1.0)), -np.inf)
         x = _float_tensor(logits, "logits", "Categorical")
         d = x.data
         if d.ndim == 0:

@@ -92,6 +92,13 @@ def _backward(g, ch, v, out, lse, scale, need, bias_shape, dirty):
     zero = np.zeros((), qs.dtype)
     T = lambda x: np.swapaxes(x, -1, -2)  # noqa: E731
     dsum = np.sum(g * out, axis=-1, keepdims=True)           # (..., L, 1): sum_j p_ij dp_ij
+    live = None
+    if dirty:  # as the dense kernel: a query whose incoming gradient is all 0 contributes nothing, NaN row or not
+        live = g.any(axis=-1, keepdims=True)                 # (..., L, 1)
+        if live.all():
+            live = None
+        else:
+            dsum = np.where(live, dsum, zero)
     batch = np.broadcast_shapes(qs.shape[:-2], k.shape[:-2], v.shape[:-2])
     dq = np.zeros(batch + qs.shape[-2:], qs.dtype) if need[0] else None
     dk = np.zeros(batch + k.shape[-2:], qs.dtype) if need[1] else None
@@ -100,6 +107,9 @@ def _backward(g, ch, v, out, lse, scale, need, bias_shape, dirty):
     for r0, c0, c1, s, a in ch:
         p = np.exp(s - lse[..., r0:, :])                     # the forward's weights of this chunk
         A = None if a is None else np.broadcast_to(a, p.shape)
+        if live is not None:
+            A = live[..., r0:, :] if A is None else A & live[..., r0:, :]
+            A = np.broadcast_to(A, p.shape)
         if dirty:
             p = np.where(A, p, zero)
         gr = g[..., r0:, :]

@@ -190,10 +190,22 @@ def _sw_backward(g, cache, lay, gidx, scale, need, dirty):
     if ng:
         gl = g.copy()
         gl[..., gidx, :] = 0                                               # global rows: the dense part's
+    live = None
+    if dirty:
+        # as the dense kernel: a query whose incoming gradient is all 0 (a padding position the loss ignores)
+        # contributes nothing, even if its own row is NaN (a garbage query)
+        live = g.any(axis=-1, keepdims=True)                               # (..., L, 1)
+        if live.all():
+            live = None
+        else:
+            lr = lay.rows(live)
+            p, allowed = np.where(lr, p, np.zeros((), p.dtype)), allowed & lr
     gb = lay.rows(gl)                                                      # (..., d, nb, b, Ev)
     dv = lay.unwindows(mm(T(p), gb, T(allowed))) if need[2] else None      # out = p v
     # d softmax: p * (dp - sum_j p dp), and sum_j p_ij dp_ij = g_i . out_i
     dsum = np.sum(gl * cache["out_local"], axis=-1, keepdims=True)         # (..., L, 1)
+    if live is not None:
+        dsum = np.where(live, dsum, np.zeros((), dsum.dtype))
     ds = (gb @ T(vw) - lay.rows(dsum)) * p                                 # (..., d, nb, b, W)
     if dirty:
         ds = np.where(allowed, ds, np.zeros((), ds.dtype))
@@ -201,6 +213,8 @@ def _sw_backward(g, cache, lay, gidx, scale, need, dirty):
     dk = lay.unwindows(mm(T(ds), lay.rows(qs), T(allowed))) if need[1] else None
     if ng:
         kg, vg, pg, ag = cache["kg"], cache["vg"], cache["pg"], cache["ag"]
+        if live is not None:
+            pg, ag = np.where(live, pg, np.zeros((), pg.dtype)), ag & live
         dsg = (gl @ T(vg) - dsum) * pg                                     # (..., L, G)
         if dirty:
             dsg = np.where(ag, dsg, np.zeros((), dsg.dtype))

@@ -65,9 +65,9 @@ class Tensor:
     ndim = property(lambda self: self.data.ndim, doc="The number of dims, as ndarray.ndim.")
     size = property(lambda self: self.data.size, doc="Number of elements, as ndarray.size (not torch's size()).")
     is_leaf = property(lambda self: self._backward is None, doc="True unless a recorded op made it.")
-    # the clock time of the last in-place change, 0 if none (see _bump_version); unset until then, so that
-    # making a tensor costs no extra store
-    _version = property(lambda self: getattr(self, "_vers", 0))
+    # the clock time of the last in-place change to it or to a tensor sharing its memory (a view), 0 if none
+    # (see _bump_version); _vers is unset until then, so that making a tensor costs no extra store
+    _version = property(lambda self: _versions.version_of(self))
 
     def __len__(self):
         if not self.data.ndim:
@@ -84,12 +84,33 @@ class Tensor:
         """np.asarray(t) / np.array(t) give the data (no graph)."""
         if copy:
             return np.array(self.data, dtype=dtype, copy=True)
-        return self.data if dtype is None or self.data.dtype == dtype else self.data.astype(dtype)
+        if dtype is None or self.data.dtype == dtype:
+            return self.data
+        if copy is False:  # NumPy 2's protocol: a copy that was ruled out is an error, not a silent copy
+            raise ValueError(f"__array__: converting a {self.dtype} tensor to {np.dtype(dtype)} needs a copy, "
+                             f"and copy=False was given")
+        return self.data.astype(dtype)
 
     def _number(self, what):
         if self.data.size != 1:
             raise TypeError(f"{what}: only a one-element tensor converts to a Python number, got shape {self.shape}")
         return self.data.item()
+
+    def __index__(self):
+        """A one-element integer tensor as a Python int where an index is needed (lst[t]), as torch."""
+        if self.data.dtype.kind not in "iu" or self.data.size != 1:
+            raise TypeError(f"only integer tensors of a single element can be converted to an index, got dtype "
+                            f"{self.dtype} and shape {self.shape}")
+        return int(self.data.item())
+
+    def __dlpack__(self, **kwargs):
+        """The data through DLPack (torch.as_tensor(t) and torch.from_dlpack(t) share it; a read-only array,
+        e.g. a broadcast view, goes as a copy)."""
+        d = self.data if self.data.flags.writeable else self.data.copy()
+        return d.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.data.__dlpack_device__()
 
     def __float__(self): return float(self._number("float()"))
     def __int__(self): return int(self._number("int()"))
@@ -186,7 +207,14 @@ class Tensor:
             grad = grad.data if isinstance(grad, Tensor) else np.asarray(grad, dtype=self.dtype)
             if grad.shape != self.shape:
                 raise ValueError(f"backward: grad of shape {grad.shape} does not match the output's shape {self.shape}")
-        run_backward(self, grad, retain_graph)
+        try:
+            run_backward(self, grad, retain_graph)
+        except ValueError as e:  # zip(strict=True) in the walk: a backward gave the wrong number of gradients
+            if not str(e).startswith("zip() argument 2 is"):
+                raise
+            many = "more" if "longer" in str(e) else "fewer"
+            raise ValueError(f"backward: an op's backward closure returned {many} gradients than the op has "
+                             f"parents; make_node needs exactly one per parent (None for none)") from None
 
     def register_hook(self, hook):
         """hook(grad) runs each time a gradient reaches this tensor and may return a replacement; returns a
@@ -357,12 +385,16 @@ def make_node(data, parents, backward, name):
     # grad mode is on unless some thread turned it off and this thread is one of them (a global read first:
     # the thread-local lookup costs several times more, on the hottest path there is)
     if _gm._n_disabled == 0 or _gm._grad_mode.enabled:
-        for p in parents:
-            if p.requires_grad:
-                # _clock: the time it was recorded (see autograd/versions.py)
-                out.requires_grad, out._parents, out._backward, out._op, out._clock = (
-                    True, parents, backward, name, _versions._clock)
-                return out
+        try:
+            for p in parents:
+                if p.requires_grad:
+                    # _clock: the time it was recorded (see autograd/versions.py)
+                    out.requires_grad, out._parents, out._backward, out._op, out._clock = (
+                        True, parents, backward, name, _versions._clock)
+                    return out
+        except AttributeError:  # a try costs nothing until it catches (Python 3.11)
+            raise TypeError(f"make_node: parents must be a tuple of Tensors, got "
+                            f"{[type(p).__name__ for p in parents]} for op {name!r}") from None
     out.requires_grad, out._parents, out._backward, out._op = False, (), None, None
     return out
 

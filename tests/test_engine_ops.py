@@ -65,6 +65,8 @@ BINARY = [
     ("mul", lambda a, b: a * b, np.multiply, ("any", "any")),
     ("div", lambda a, b: a / b, np.divide, ("any", "nonzero")),
     ("pow", lambda a, b: a ** b, np.power, ("pos", "any")),
+    ("remainder", lambda a, b: a % b, np.remainder, ("any", "nonzero")),
+    ("floor_divide", lambda a, b: a // b, np.floor_divide, ("any", "nonzero")),
 ]
 for name, f, ref, dom in BINARY:
     for sa, sb in PAIRS:
@@ -91,6 +93,10 @@ SCALAR = [
     ("rpow", lambda a: 2 ** a, lambda a: 2.0 ** a, "any"),
     ("rpow", lambda a: 0.5 ** a, lambda a: 0.5 ** a, "any"),
     ("neg", lambda a: -a, np.negative, "any"),
+    ("remainder", lambda a: a % 0.75, lambda a: np.remainder(a, 0.75), "any"),
+    ("rremainder", lambda a: 2.5 % a, lambda a: np.remainder(2.5, a), "nonzero"),
+    ("floor_divide", lambda a: a // -0.75, lambda a: np.floor_divide(a, -0.75), "any"),
+    ("rfloordiv", lambda a: 2.5 // a, lambda a: np.floor_divide(2.5, a), "nonzero"),
     # NumPy operands: an ndarray on the left defers to the Tensor's reflected dunder
     ("add", lambda a: np.full((3,), 2.0) + a, lambda a: np.full((3,), 2.0) + a, "any"),
     ("rsub", lambda a: np.full((3,), 2.0) - a, lambda a: np.full((3,), 2.0) - a, "any"),

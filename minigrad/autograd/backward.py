@@ -58,7 +58,7 @@ def node_grads(root, grad=None):
         g = grads.get(node)
         if g is None or node._backward is None:  # a leaf, or a node no gradient reaches
             continue
-        for p, pg in zip(node._parents, node._backward(g)):
+        for p, pg in zip(node._parents, node._backward(g), strict=True):
             if pg is None or not p.requires_grad:
                 continue
             if type(pg) is Scatter:             # indexing hands back "g at these places"
@@ -207,7 +207,7 @@ def run_backward(root, grad, retain_graph=False):
                 pgrads = backward(g, True)  # g is this node's own buffer: the closure may work in it
             else:
                 pgrads = backward(g)
-        for p, pg in zip(parents, pgrads):
+        for p, pg in zip(parents, pgrads, strict=True):  # one gradient per parent (B1)
             if not p.requires_grad:
                 continue
             if pg is None:  # nothing to add; an interior node still counts this edge as done

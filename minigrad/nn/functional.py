@@ -188,12 +188,18 @@ def binary_cross_entropy_with_logits(input, target, weight=None, reduction="mean
     if pos_weight is None:
         loss = ops.softplus(input) - input * target  # the same quantity with pw = 1
     else:
-        pw = as_tensor(pos_weight)
+        # a constant pos_weight takes the logits' float dtype (torch: float32 logits give a float32 loss)
+        pw = pos_weight if isinstance(pos_weight, Tensor) else Tensor(np.asarray(pos_weight, input.dtype))
         try:
-            np.broadcast_shapes(pw.shape, input.shape)
+            shape = np.broadcast_shapes(pw.shape, input.shape)
         except ValueError:
+            shape = None
+        if shape is None:
             raise ValueError(f"binary_cross_entropy_with_logits: pos_weight {pw.shape} does not broadcast with "
-                             f"logits {input.shape}") from None
+                             f"logits {input.shape}")
+        if shape != input.shape:  # as torch: pos_weight may not broadcast the loss beyond the logits
+            raise ValueError(f"binary_cross_entropy_with_logits: pos_weight {pw.shape} would broadcast the loss "
+                             f"beyond the logits' shape {input.shape}, to {shape}")
         loss = pw * target * ops.softplus(-input) + (1 - target) * ops.softplus(input)
     if weight is not None:
         loss = loss * as_tensor(weight)
@@ -235,9 +241,13 @@ def kl_div(input, target, reduction="mean", log_target=False):
     if log_target:
         loss = ops.exp(target) * (target - input)
     else:
-        pos = target.data > 0  # x log x -> 0 as x -> 0 (xlogy), so zero targets add nothing
+        # x log x -> 0 as x -> 0 (xlogy), so zero targets add nothing; a negative or NaN target gives NaN (torch)
+        pos = target.data > 0
         safe = ops.where(pos, target, 1.0)
         loss = ops.where(pos, target * (ops.log(safe) - input), 0.0)
+        bad = ~(target.data >= 0)
+        if bad.any():
+            loss = ops.where(bad, np.array(np.nan, loss.dtype), loss)
     if reduction == "batchmean":
         return loss.sum() / (input.shape[0] if input.ndim else 1)
     return _reduce(loss, reduction, "kl_div")

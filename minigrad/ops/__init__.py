@@ -15,7 +15,7 @@ from . import arithmetic, elementwise, fused, linalg, recurrent, reduce, shape
 from . import _vjp_core, _vjp_fused, _vjp_shape  # noqa: F401  (register each op's double backward)
 from ._args import _with_keepdim, as_tensor, data_of  # noqa: F401
 from .arithmetic import *  # noqa: F401,F403
-from .arithmetic import rdiv, rpow, rsub
+from .arithmetic import rdiv, rfloordiv, rpow, rremainder, rsub
 from .elementwise import *  # noqa: F401,F403
 from .function import Context, Function  # noqa: F401
 from .fused import *  # noqa: F401,F403
@@ -29,8 +29,8 @@ FAMILIES = (arithmetic, elementwise, reduce, shape, linalg, fused, recurrent)
 __all__ = tuple(name for fam in FAMILIES for name in fam.__all__) + ("as_tensor", "Function", "Context")
 
 # every reduction takes PyTorch's keepdim= beside NumPy's keepdims= (one wrapper maps it)
-sum, mean, var, max, min, logsumexp, argmax, argmin, prod, norm, std = map(  # noqa: F405
-    _with_keepdim, (sum, mean, var, max, min, logsumexp, argmax, argmin, prod, norm, std))  # noqa: F405
+sum, mean, var, max, min, logsumexp, argmax, argmin, prod, norm, std, amax, amin = map(  # noqa: F405
+    _with_keepdim, (sum, mean, var, max, min, logsumexp, argmax, argmin, prod, norm, std, amax, amin))  # noqa: F405
 
 
 def rmatmul(a, b):
@@ -43,7 +43,8 @@ def rmatmul(a, b):
 _OPERATORS = {"__add__": add, "__radd__": add, "__sub__": sub, "__rsub__": rsub, "__mul__": mul,  # noqa: F405
               "__rmul__": mul, "__truediv__": div, "__rtruediv__": rdiv, "__pow__": pow,  # noqa: F405
               "__rpow__": rpow, "__matmul__": matmul, "__rmatmul__": rmatmul, "__neg__": neg,  # noqa: F405
-              "__getitem__": getitem}
+              "__getitem__": getitem, "__floordiv__": floor_divide, "__rfloordiv__": rfloordiv,  # noqa: F405
+              "__mod__": remainder, "__rmod__": rremainder}  # noqa: F405
 _ALIASES = {"view": "reshape", "permute": "transpose", "broadcast_to": "expand"}
 
 for _name, _fn in _OPERATORS.items():

@@ -45,6 +45,17 @@ def _sub(node, g):
     return (g,) if len(node._parents) == 1 else (g, A.neg(g))
 
 
+@_rule("floor_divide")
+def _floor_divide(node, g):  # piecewise constant: zero, still a node of the graph (as the first order)
+    return tuple(A.mul(g, 0.0) for _ in node._parents)
+
+
+@_rule("remainder")
+def _remainder(node, g):  # a - b floor(a/b): (g, -floor(a/b) g); the floor is a constant to differentiate
+    a, b = node._parents
+    return (g, A.neg(A.mul(g, A.floor_divide(a.detach(), b.detach()))) if b.requires_grad else None)
+
+
 @_rule("rsub", "neg")
 def _neg(node, g):
     return (A.neg(g),)

@@ -1,4 +1,4 @@
-"""Arithmetic: add, sub, mul, div, pow, neg and their reflected forms. Each forward, then its backward below it.
+"""Arithmetic: add, sub, mul, div, pow, neg, floor_divide, remainder and their reflected forms. Each forward, then its backward below it.
 
 A backward closure takes the upstream gradient `g` (an ndarray shaped like the output) and returns one
 gradient per parent, in order (None where a parent needs none). It may return a gradient shaped like
@@ -15,8 +15,8 @@ from ..tensor import Tensor, make_node
 from ._args import _F64, _binary, _scalar, _shapes_broadcast, _with_scalar, as_tensor
 
 # the ops of this file: minigrad.ops (and minigrad) export __all__; Tensor gets METHODS as methods
-__all__ = ("add", "sub", "mul", "div", "pow", "neg")
-METHODS = ("pow",)
+__all__ = ("add", "sub", "mul", "div", "pow", "neg", "floor_divide", "remainder")
+METHODS = ("pow", "floor_divide", "remainder")
 
 # ---- elementwise arithmetic --------------------------------------------------------------------
 
@@ -196,3 +196,48 @@ def rpow(a, b):
         raise ValueError(f"rpow: the base {s} must be positive for a differentiable number ** Tensor")
     out = s ** _with_scalar(a, s)
     return make_node(out, (a,), lambda g: (g * out * math.log(s),), "rpow")  # d c^a = c^a log c
+
+
+# ---- floor division and remainder (x // y, x % y), as torch: floored, the remainder has the divisor's sign ----
+
+def _operand(a, b):
+    """b as a Tensor beside the Tensor a: a Python number takes a's dtype (an integer tensor with a float
+    number: the default float dtype), as torch's weak scalars."""
+    s = _scalar(b)
+    if s is None:
+        return as_tensor(b)
+    dt = a.dtype if a.dtype.kind == "f" or type(s) is not float else floating(a.data[:0]).dtype
+    return Tensor(np.asarray(s, dtype=dt))
+
+
+def floor_divide(a, b):
+    """floor(a / b) elementwise (x // y), as torch.floor_divide; piecewise constant: its gradient is 0."""
+    a = as_tensor(a)
+    b = _operand(a, b)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = _binary("floor_divide", a, b, np.floor_divide)
+    return make_node(out, (a, b), lambda g: (np.zeros_like(g), np.zeros_like(g)), "floor_divide")
+
+
+def remainder(a, b):
+    """a - b floor(a / b) elementwise (x % y), as torch.remainder; backward: (g, -floor(a / b) g)."""
+    a = as_tensor(a)
+    b = _operand(a, b)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = _binary("remainder", a, b, np.remainder)
+
+    def backward(g):  # d(a - b floor(a/b)) = (g, -floor(a/b) g), floor's own slope being 0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            q = _binary("remainder", a, b, np.floor_divide)
+        return g, (-g * q if b.requires_grad else None)
+    return make_node(out, (a, b), backward, "remainder")
+
+
+def rfloordiv(a, b):
+    """b // a, for number // Tensor."""
+    return floor_divide(_operand(as_tensor(a), b), a)
+
+
+def rremainder(a, b):
+    """b % a, for number % Tensor."""
+    return remainder(_operand(as_tensor(a), b), a)

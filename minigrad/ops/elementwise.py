@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 
+from .. import dtypes as _dtypes
 from ..autograd.backward import in_place_backward
 from ..dtypes import floating, promote
 from ..fast.blas import const
@@ -225,39 +226,57 @@ def astype(a, dtype):
 
 # ---- PyTorch's further elementwise functions ---------------------------------------------------------
 
-def _bound(x, name):
-    """A clamp bound: None, a number or an array (a constant, no gradient)."""
-    if x is None:
-        return None
-    x = x.data if hasattr(x, "data") and not isinstance(x, np.ndarray) else x
+def _bound(x, name, a):
+    """A clamp bound: None, a number, an array (constants) or a Tensor (which gets its gradient, as in torch)."""
+    if x is None or isinstance(x, Tensor):
+        return x
     arr = np.asarray(x)
     if arr.dtype.kind not in "biuf":
-        raise TypeError(f"clamp: {name} must be a number or a numeric array, got {type(x).__name__}")
-    return arr
+        raise TypeError(f"clamp: {name} must be a number, a numeric array or a Tensor, got {type(x).__name__}")
+    if a.dtype.kind == "f":
+        return Tensor(arr.astype(a.dtype))
+    # an integer input with a float number takes the default float dtype (as torch; NumPy would give float64)
+    return Tensor(arr.astype(_dtypes._default_dtype) if arr.dtype.kind == "f" and arr.ndim == 0 else arr)
 
 
 def clamp(a, min=None, max=None):
-    """Limit every entry to [min, max]; the gradient passes where min <= x <= max (as torch)."""
+    """Limit every entry to [min, max] (numbers, arrays or Tensors; where min > max the result is max, as
+    torch); the gradient goes to x where min <= x <= max, else to the bound that was taken (as torch)."""
     a = as_tensor(a)
-    lo, hi = _bound(min, "min"), _bound(max, "max")
+    lo, hi = _bound(min, "min", a), _bound(max, "max", a)
     if lo is None and hi is None:
         raise ValueError("clamp: give min, max or both (got neither)")
     x = a.data
-    keep = np.ones(x.shape, bool)
+    keep, take_lo = True, False  # where the gradient goes: x, the min, else the max
     out = x
     try:
         if lo is not None:
-            keep = keep & (x >= lo)
-            out = np.maximum(out, lo.astype(x.dtype) if x.dtype.kind == "f" else lo)
+            out, ld = promote(out, lo.data)
+            keep = x >= ld
+            take_lo = ~keep
+            out = np.maximum(out, ld)
         if hi is not None:
-            keep = keep & (x <= hi)
-            out = np.minimum(out, hi.astype(x.dtype) if x.dtype.kind == "f" else hi)
+            out, hd = promote(out, hi.data)
+            below = x <= hd
+            keep = keep & below
+            if lo is not None:
+                take_lo = take_lo & (lo.data <= hd)
+            out = np.minimum(out, hd)
     except ValueError:
-        raise ValueError(f"clamp: bounds of shape {np.shape(lo)} / {np.shape(hi)} do not broadcast with "
-                         f"input {x.shape}") from None
+        raise ValueError(f"clamp: bounds of shape {() if lo is None else lo.shape} / "
+                         f"{() if hi is None else hi.shape} do not broadcast with input {x.shape}") from None
     if out.shape != x.shape:
         raise ValueError(f"clamp: bounds would broadcast input {x.shape} to {out.shape}")
-    return make_node(out, (a,), lambda g: (g * keep,), "clamp")  # d clamp = 1 inside [min, max], else 0
+    bounds = tuple(b for b in (lo, hi) if b is not None)
+
+    def backward(g):  # d clamp = 1 inside [min, max] for x, else 1 for the bound taken
+        grads = [g * keep if a.requires_grad else None]
+        if lo is not None:
+            grads.append(g * take_lo if lo.requires_grad else None)
+        if hi is not None:
+            grads.append(g * ~(keep | take_lo) if hi.requires_grad else None)
+        return grads
+    return make_node(out, (a,) + bounds, backward, "clamp")
 
 
 clip = clamp

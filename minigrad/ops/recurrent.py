@@ -62,7 +62,7 @@ def _project(xd, w_ih, b_ih, mask):
     T, B, I = xd.shape
     if mask is not None:  # padded steps read zeros, so garbage (even NaN) there never reaches a gradient
         xd = np.where(mask, xd, 0)
-    gi = (xd.reshape(T * B, I) @ w_ih.data.T).reshape(T, B, -1)
+    gi = (xd.reshape(T * B, I) @ w_ih.data.T).reshape(T, B, w_ih.shape[0])  # (a batch of 0 too)
     if b_ih is not None:
         gi += b_ih.data
     return xd, gi
@@ -72,8 +72,8 @@ def _weight_grads(dgi, dgh, xd, hprev, w_ih, w_hh, b_ih, b_hh):
     """dW_ih = dgi^T x, dW_hh = dgh^T h_prev, biases: sums over (T, B); one GEMM each."""
     G = dgi.shape[-1]
     dgi2, dgh2 = dgi.reshape(-1, G), dgh.reshape(-1, G)
-    grads = [dgi2.T @ xd.reshape(len(dgi2), -1) if w_ih.requires_grad else None,
-             dgh2.T @ hprev.reshape(len(dgh2), -1) if w_hh.requires_grad else None]
+    grads = [dgi2.T @ xd.reshape(len(dgi2), xd.shape[-1]) if w_ih.requires_grad else None,
+             dgh2.T @ hprev.reshape(len(dgh2), hprev.shape[-1]) if w_hh.requires_grad else None]
     if b_ih is not None:
         grads.append(dgi2.sum(axis=0) if b_ih.requires_grad else None)
     if b_hh is not None:

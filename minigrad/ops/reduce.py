@@ -209,6 +209,8 @@ def prod(a, axis=None, keepdims=False, dim=None):
     out = x.prod(axis=axes, keepdims=keepdims)
 
     def backward(g):  # d prod / d x_i = prod_{j != i} x_j = (product before i) * (product after i)
+        if not x.size:  # nothing was multiplied: no entry to send a gradient to
+            return (np.zeros(x.shape, g.dtype),)
         rest = [i for i in range(x.ndim) if i not in axes]
         xt = x.transpose(rest + list(axes))
         flat = xt.reshape(xt.shape[:len(rest)] + (-1,))

@@ -321,6 +321,8 @@ def chunk(a, chunks, dim=0):
     if a.ndim == 0:
         raise ValueError("chunk: a 0-d tensor has no dim to split")
     n = a.shape[_check_axis("chunk", dim, a.ndim, a.shape)]
+    if n == 0:  # as torch: `chunks` empty pieces
+        return split(a, [0] * chunks, dim)
     return split(a, max(1, -(-n // chunks)), dim)
 
 

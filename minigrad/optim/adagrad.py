@@ -8,9 +8,11 @@ class Adagrad(Optimizer):
     """Divide by the root of the summed squared gradients (Duchi et al.), with lr decaying as
     lr / (1 + (step - 1) lr_decay), as torch.optim.Adagrad (whose state exists from the start)."""
 
-    def __init__(self, params, lr=1e-2, lr_decay=0.0, weight_decay=0.0, initial_accumulator_value=0.0, eps=1e-10):
+    def __init__(self, params, lr=1e-2, lr_decay=0.0, weight_decay=0.0, initial_accumulator_value=0.0, eps=1e-10,
+                 maximize=False):
         super().__init__(params, dict(lr=lr, lr_decay=lr_decay, weight_decay=weight_decay,
-                                      initial_accumulator_value=initial_accumulator_value, eps=eps))
+                                      initial_accumulator_value=initial_accumulator_value, eps=eps,
+                                      **({"maximize": True} if maximize else {})))
         for group in self.param_groups:
             for p in group["params"]:
                 self.state[p] = {"step": 0, "sum": np.full_like(p.data, group["initial_accumulator_value"])}

@@ -1,7 +1,12 @@
 """Learning-rate schedules, as torch.optim.lr_scheduler: call .step() once after each optimizer.step().
 
-Each group's lr is a closed form of its `initial_lr` and the step count; `get_last_lr()` is a list (one lr per
-group); `state_dict()` holds everything but the optimizer (and functions), so a schedule resumes exactly.
+Each group's lr is a closed form of its `initial_lr` and the step count while nothing else changes it. StepLR,
+ExponentialLR and CosineAnnealingLR are chainable, as torch's: when the group's lr is not what the closed form
+gave at the last step (another schedule on the same optimizer, or a manual `group["lr"] = ...`), they apply
+torch's step-to-step rule to the current lr instead, so schedules compose and manual changes stay. LambdaLR,
+OneCycleLR and WarmupCosine set the closed form every step (as torch's LambdaLR and OneCycleLR).
+`get_last_lr()` is a list (one lr per group); `state_dict()` holds everything but the optimizer (and
+functions), so a schedule resumes exactly.
 Reachable as minigrad.optim.X and as minigrad.optim.lr_scheduler.X.
 """
 import math
@@ -40,11 +45,20 @@ class LRScheduler:
         """The first group's lr after `step` steps."""
         return self._lr(self.base_lrs[0], step)
 
+    _chainable = False  # True: _chain(lr, base_lr, step) is torch's step-to-step rule
+
     def step(self):
-        """Advance one step and set every group's lr."""
+        """Advance one step and set every group's lr (composing with a change made by someone else, if
+        chainable: see the module docstring)."""
         self.last_epoch += 1
+        step, initial = self.last_epoch, not hasattr(self, "_last_lr")
         for k, (g, base) in enumerate(zip(self.optimizer.param_groups, self.base_lrs)):
-            g["lr"] = self._lr_for(k, base, self.last_epoch)
+            if self._chainable:
+                prev = base if step == 0 else self._lr_for(k, base, step - 1)
+                if g["lr"] != prev:  # moved by another schedule or by hand: torch's rule on the current lr
+                    g["lr"] = g["lr"] if initial else self._chain(g["lr"], base, step)
+                    continue
+            g["lr"] = self._lr_for(k, base, step)  # untouched: the closed form
         self._last_lr = [g["lr"] for g in self.optimizer.param_groups]
 
     def _lr_for(self, k, base, step):
@@ -79,8 +93,13 @@ class StepLR(LRScheduler):
         self.step_size, self.gamma = step_size, gamma
         super().__init__(optimizer, last_epoch)
 
+    _chainable = True
+
     def _lr(self, base_lr, step):
         return base_lr * self.gamma ** (step // self.step_size)
+
+    def _chain(self, lr, base_lr, step):
+        return lr * self.gamma if step % self.step_size == 0 else lr
 
 
 class ExponentialLR(LRScheduler):
@@ -90,8 +109,13 @@ class ExponentialLR(LRScheduler):
         self.gamma = gamma
         super().__init__(optimizer, last_epoch)
 
+    _chainable = True
+
     def _lr(self, base_lr, step):
         return base_lr * self.gamma ** step
+
+    def _chain(self, lr, base_lr, step):
+        return lr * self.gamma
 
 
 class CosineAnnealingLR(LRScheduler):
@@ -101,8 +125,16 @@ class CosineAnnealingLR(LRScheduler):
         self.T_max, self.eta_min = T_max, eta_min
         super().__init__(optimizer, last_epoch)
 
+    _chainable = True
+
     def _lr(self, base_lr, step):
         return self.eta_min + (base_lr - self.eta_min) * (1 + math.cos(math.pi * step / self.T_max)) / 2
+
+    def _chain(self, lr, base_lr, step):  # torch's recursive form
+        if (step - 1 - self.T_max) % (2 * self.T_max) == 0:
+            return lr + (base_lr - self.eta_min) * (1 - math.cos(math.pi / self.T_max)) / 2
+        return ((1 + math.cos(math.pi * step / self.T_max)) / (1 + math.cos(math.pi * (step - 1) / self.T_max))
+                * (lr - self.eta_min) + self.eta_min)
 
 
 class WarmupCosine(LRScheduler):
@@ -217,3 +249,12 @@ class OneCycleLR(LRScheduler):
 
     def _lr(self, base_lr, step):
         return self._lr_for(0, base_lr, step)
+
+    def load_state_dict(self, state_dict):
+        """As LRScheduler.load_state_dict; torch's state dict (its _schedule_phases and _anneal_func_type) loads too."""
+        if "_schedule_phases" in state_dict and "_phases" not in state_dict:
+            names = ("end_step", "start_lr", "end_lr", "start_momentum", "end_momentum")
+            state_dict = {**state_dict, "_phases": [tuple(ph[n] for n in names) for ph in state_dict["_schedule_phases"]],
+                          "anneal_strategy": state_dict.get("_anneal_func_type", self.anneal_strategy)}
+        super().load_state_dict(state_dict)
+        self._phases = [tuple(ph) for ph in self._phases]

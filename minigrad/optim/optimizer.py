@@ -17,10 +17,14 @@ class Optimizer:
     """Base class: parameter groups (a list of dicts with per-group options), state per parameter, step()."""
 
     # names of torch's options that change nothing here (or that torch adds), accepted when loading its state
+    # ("maximize" is honoured: a group, or an optimizer built with maximize=True, steps along +g)
     _TORCH_FLAGS = {"maximize": False, "foreach": None, "capturable": False, "differentiable": False,
                     "fused": None, "decoupled_weight_decay": None,
                     # what schedules add to a group (torch's names)
                     "initial_lr": None, "max_lr": None, "min_lr": None, "max_momentum": None, "base_momentum": None}
+
+    # options that torch refuses below 0
+    _NON_NEGATIVE = ("weight_decay", "momentum", "eps", "alpha", "lr_decay", "initial_accumulator_value")
 
     def __init__(self, params, defaults):
         name = type(self).__name__
@@ -68,6 +72,10 @@ class Optimizer:
             new.setdefault(k, v)
         if new["lr"] < 0:
             raise ValueError(f"{name}: lr must be >= 0, got {new['lr']}")
+        for k in self._NON_NEGATIVE:  # as torch: "Invalid weight_decay value: -1"
+            v = new.get(k)
+            if isinstance(v, (int, float)) and v < 0:
+                raise ValueError(f"{name}: Invalid {k} value: {v} (it must be >= 0)")
         new["params"] = unique
         self.param_groups.append(new)
 
@@ -117,9 +125,12 @@ class Optimizer:
     def _update_group(self, group, params):
         """Update the parameters of one group that have a gradient (one _update each; SGD has a shortcut)."""
         state = self.state
+        maximize = group.get("maximize")  # as torch: step along +g (the gradient negated first)
         for p in params:
             g = p.grad
-            self._update(p, g if type(g) is np.ndarray else grad_array(g), state[p], group)
+            if type(g) is not np.ndarray:  # a Tensor left by backward(create_graph=True): its value
+                g = grad_array(g)
+            self._update(p, -g if maximize else g, state[p], group)
 
     def _update(self, p, g, state, group):
         raise TypeError(f"{type(self).__name__} must define _update")
@@ -159,8 +170,6 @@ class Optimizer:
             if missing or unknown:
                 raise KeyError(f"{name}.load_state_dict: parameter group {k}: missing options {missing}, unknown "
                                f"options {unknown} (is it from a different optimizer?)")
-            if sg.get("maximize"):
-                raise ValueError(f"{name}.load_state_dict: parameter group {k} has maximize=True, not supported here")
             new = {o: (tuple(v) if isinstance(self.defaults.get(o), tuple) else _number(v))
                    for o, v in sg.items() if o != "params"}
             new["params"] = g["params"]

@@ -8,11 +8,12 @@ class RMSprop(Optimizer):
     """Divide by a running RMS of the gradient (Hinton); centered subtracts the running mean's square,
     momentum accumulates the scaled step, as torch.optim.RMSprop."""
 
-    def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0.0, momentum=0.0, centered=False):
+    def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0.0, momentum=0.0, centered=False,
+                 maximize=False):
         if not 0 <= alpha <= 1:
             raise ValueError(f"RMSprop: alpha must be in [0, 1], got {alpha}")
         super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum,
-                                      centered=centered))
+                                      centered=centered, **({"maximize": True} if maximize else {})))
 
     def _update(self, p, g, state, group):
         alpha = group["alpha"]

@@ -8,14 +8,15 @@ from .optimizer import Optimizer, grad_array
 class SGD(Optimizer):
     """p -= lr * v, v = momentum * v + (1 - dampening) * (g + wd * p); Nesterov uses g + momentum * v."""
 
-    def __init__(self, params, lr=1e-2, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False):
+    def __init__(self, params, lr=1e-2, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False,
+                 maximize=False):
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError("SGD: Nesterov momentum needs momentum > 0 and dampening = 0")
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
-                                      nesterov=nesterov))
+                                      nesterov=nesterov, **({"maximize": True} if maximize else {})))
 
     def _update_group(self, group, params):
-        if group["momentum"] or group["weight_decay"]:
+        if group["momentum"] or group["weight_decay"] or group.get("maximize"):
             return super()._update_group(group, params)
         lr = group["lr"]  # plain SGD: p -= lr * g, with no state to keep
         for p in params:

@@ -11,9 +11,11 @@ allow_pickle=False and the manifest with json: an untrusted file cannot run code
     ckpt = minigrad.load("ckpt.npz")
 """
 import json
+import math
 import os
 import tempfile
 import zipfile
+import zlib
 
 import numpy as np
 
@@ -41,6 +43,7 @@ def _where(path):
 class _Writer:
     def __init__(self):
         self.arrays = {}  # entry name -> ndarray, in order
+        self.open = set()  # ids of the containers on the current path (a cycle would recurse forever)
 
     def entry(self, path, arr):
         name = "/".join(_component(k) for k in path) or "data"
@@ -73,6 +76,20 @@ class _Writer:
             return {"t": "float", "v": repr(obj)}  # repr round-trips exactly, inf and nan included
         if isinstance(obj, str):
             return {"t": "str", "v": obj}
+        if isinstance(obj, (dict, list, tuple)):
+            if id(obj) in self.open:
+                raise ValueError(f"save: the container at '{_where(path)}' contains itself (a cycle), which a "
+                                 f"checkpoint cannot hold")
+            self.open.add(id(obj))
+            try:
+                return self.container(obj, path)
+            finally:
+                self.open.discard(id(obj))
+        raise TypeError(f"save: cannot store {type(obj).__name__} at '{_where(path)}' without pickle; expected "
+                        f"arrays, Tensors, numbers, strings, bools, None, or dicts/lists/tuples of them "
+                        f"(a Module is saved as its state_dict; for an optimizer save opt.state_dict())")
+
+    def container(self, obj, path):
         if isinstance(obj, dict):
             items = []
             for k, v in obj.items():
@@ -83,33 +100,45 @@ class _Writer:
                 k = k if kind == "str" else int(k)
                 items.append([kind, k, self.node(v, path + (k,))])
             return {"t": "dict", "k": items}
-        if isinstance(obj, (list, tuple)):
-            return {"t": "list" if isinstance(obj, list) else "tuple",
-                    "v": [self.node(v, path + (i,)) for i, v in enumerate(obj)]}
-        raise TypeError(f"save: cannot store {type(obj).__name__} at '{_where(path)}' without pickle; expected "
-                        f"arrays, Tensors, numbers, strings, bools, None, or dicts/lists/tuples of them "
-                        f"(a Module is saved as its state_dict; for an optimizer save opt.state_dict())")
+        return {"t": "list" if isinstance(obj, list) else "tuple",
+                "v": [self.node(v, path + (i,)) for i, v in enumerate(obj)]}
 
 
 def save(obj, path):
     """Write obj (a Module's state dict, a Tensor, an array, or nested dicts/lists of those and of numbers,
     strings, bools) to `path` as one .npz, written to a temporary file first so a failure leaves no half file."""
     w = _Writer()
-    root = w.node(obj, ())
-    manifest = json.dumps({"format": FORMAT, "version": VERSION, "root": root})
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        root = w.node(obj, ())
+        manifest = json.dumps({"format": FORMAT, "version": VERSION, "root": root})
+    except RecursionError:
+        raise ValueError("save: the structure is nested too deeply to store (Python's recursion limit); "
+                         "flatten it (e.g. a dict of arrays)") from None
+    entries = [(MANIFEST, np.array(manifest))] + list(w.arrays.items())
+    if hasattr(path, "write"):  # a file-like object (io.BytesIO, an open file): written in place
+        _write_zip(path, entries)
+        return
+    path = os.path.realpath(os.fspath(path))  # through a symlink: its target gets the new contents
+    folder = os.path.dirname(path)
     fd, tmp = tempfile.mkstemp(prefix=".minigrad-", suffix=".tmp", dir=folder)
     try:
-        with os.fdopen(fd, "wb") as f, zipfile.ZipFile(f, "w", zipfile.ZIP_STORED, allowZip64=True) as z:
-            for name, arr in [(MANIFEST, np.array(manifest))] + list(w.arrays.items()):
-                with z.open(name + ".npy", "w", force_zip64=True) as out:
-                    np.lib.format.write_array(out, arr, allow_pickle=False)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # the mode an ordinary open() gives (mkstemp's is 0600)
+        with os.fdopen(fd, "wb") as f:
+            _write_zip(f, entries)
         os.replace(tmp, path)  # no suffix is added behind the caller's back
     except BaseException:
         if os.path.exists(tmp):
             os.remove(tmp)
         raise
+
+
+def _write_zip(f, entries):
+    with zipfile.ZipFile(f, "w", zipfile.ZIP_STORED, allowZip64=True) as z:
+        for name, arr in entries:
+            with z.open(name + ".npy", "w", force_zip64=True) as out:
+                np.lib.format.write_array(out, arr, allow_pickle=False)
 
 
 # ---- load --------------------------------------------------------------------------------------------
@@ -121,11 +150,23 @@ def _not_ours(path, why):
 
 def _read(z, name, path):
     try:
-        with z.open(name + ".npy") as f:
+        info = z.getinfo(name + ".npy")
+        with z.open(info) as f:  # the header first: a declared shape larger than the entry is refused
+            fmt = np.lib.format
+            header = {(1, 0): fmt.read_array_header_1_0, (2, 0): fmt.read_array_header_2_0}.get(fmt.read_magic(f))
+            shape, _, dtype = header(f) if header else ((), False, np.dtype(np.uint8))
+            if dtype.itemsize and math.prod(shape) * dtype.itemsize > info.file_size:
+                raise CheckpointError(f"load: {path}: entry '{name}' declares shape {shape} of {dtype}, more "
+                                      f"data than its {info.file_size} bytes (a damaged file)")
+        with z.open(info) as f:
             return np.lib.format.read_array(f, allow_pickle=False)
     except KeyError:
         raise CheckpointError(f"load: {path}: the manifest names an entry '{name}' that the file lacks") from None
+    except (zipfile.BadZipFile, zlib.error, EOFError) as e:
+        raise CheckpointError(f"load: {path}: entry '{name}' is damaged ({e})") from None
     except ValueError as e:
+        if isinstance(e, CheckpointError):
+            raise
         raise CheckpointError(f"load: {path}: entry '{name}' is not a plain .npy array ({e})") from None
 
 
@@ -138,7 +179,7 @@ def _build(node, z, path, where="<root>"):
         if t == "dict":
             out = {}
             for kind, k, v in node["k"]:
-                if kind not in ("str", "int") or not isinstance(k, str if kind == "str" else int):
+                if kind not in ("str", "int") or type(k) is not (str if kind == "str" else int):  # not a bool
                     raise bad
                 out[k] = _build(v, z, path, f"{where}/{k}")
             return out
@@ -172,35 +213,56 @@ def load(path):
     """Read what save() wrote and return it as it was saved (dicts, lists, tuples, arrays, Tensors, numbers,
     strings). A plain NumPy .npz comes back as a dict of arrays. Anything else is refused with an error that
     names the file, before any data is returned."""
+    if hasattr(path, "read"):  # a file-like object (io.BytesIO, an open file)
+        return _load(path, getattr(path, "name", "<file object>"))
     path = os.fspath(path)
-    if not zipfile.is_zipfile(path):
-        with open(path, "rb") as f:
-            head = f.read(8)
+    return _load(path, path)
+
+
+def _load(source, path):
+    if not zipfile.is_zipfile(source):
+        if hasattr(source, "read"):
+            source.seek(0)
+            head = source.read(8)
+        else:
+            with open(source, "rb") as f:
+                head = f.read(8)
         if head.startswith(b"\x93NUMPY"):
             raise _not_ours(path, "it is a bare .npy array: read it with numpy.load")
         if head[:1] == b"\x80":
             raise _not_ours(path, "it is a Python pickle (e.g. an old-style torch.save file); minigrad never "
                                   "unpickles, since that can run code")
         raise _not_ours(path, "it is not a zip archive")
-    with zipfile.ZipFile(path) as z:
-        names = z.namelist()
-        if any(n.endswith("data.pkl") or "/data/" in n for n in names):
-            raise _not_ours(path, "it is a PyTorch torch.save zip: load it with torch.load, convert the tensors "
-                                  "with .numpy(), and pass the arrays to load_state_dict")
-        if not names or not all(n.endswith(".npy") for n in names):
-            odd = next((n for n in names if not n.endswith(".npy")), "no entries")
-            raise _not_ours(path, f"its zip holds something other than .npy arrays: {odd!r}")
-        if MANIFEST + ".npy" not in names:  # a NumPy .npz (or one from an older minigrad): a dict of arrays
-            d = {n[:-4]: _read(z, n[:-4], path) for n in names}
-            return d["__tensor__"] if list(d) == ["__tensor__"] else d
-        raw = _read(z, MANIFEST, path)
-        try:
-            manifest = json.loads(str(raw[()]))
-        except (ValueError, TypeError):
-            raise CheckpointError(f"load: {path}: the manifest is not valid JSON") from None
-        if not isinstance(manifest, dict) or manifest.get("format") != FORMAT or "root" not in manifest:
-            raise CheckpointError(f"load: {path}: the manifest is not a minigrad checkpoint manifest")
-        if manifest.get("version") != VERSION:
-            raise CheckpointError(f"load: {path}: checkpoint format version {manifest.get('version')!r}; this "
-                                  f"minigrad reads version {VERSION}")
-        return _build(manifest["root"], z, path)
+    if hasattr(source, "seek"):
+        source.seek(0)
+    try:
+        with zipfile.ZipFile(source) as z:
+            return _load_zip(z, path)
+    except zipfile.BadZipFile as e:
+        raise CheckpointError(f"load: {path}: the zip archive is damaged ({e})") from None
+    except RecursionError:
+        raise CheckpointError(f"load: {path}: the manifest is nested too deeply to read") from None
+
+
+def _load_zip(z, path):
+    names = z.namelist()
+    if any(n.endswith("data.pkl") or "/data/" in n for n in names):
+        raise _not_ours(path, "it is a PyTorch torch.save zip: load it with torch.load, convert the tensors "
+                              "with .numpy(), and pass the arrays to load_state_dict")
+    if not names or not all(n.endswith(".npy") for n in names):
+        odd = next((n for n in names if not n.endswith(".npy")), "no entries")
+        raise _not_ours(path, f"its zip holds something other than .npy arrays: {odd!r}")
+    if MANIFEST + ".npy" not in names:  # a NumPy .npz (or one from an older minigrad): a dict of arrays
+        d = {n[:-4]: _read(z, n[:-4], path) for n in names}
+        return d["__tensor__"] if list(d) == ["__tensor__"] else d
+    raw = _read(z, MANIFEST, path)
+    try:
+        manifest = json.loads(str(raw[()]))
+    except (ValueError, TypeError):
+        raise CheckpointError(f"load: {path}: the manifest is not valid JSON") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT or "root" not in manifest:
+        raise CheckpointError(f"load: {path}: the manifest is not a minigrad checkpoint manifest")
+    if manifest.get("version") != VERSION:
+        raise CheckpointError(f"load: {path}: checkpoint format version {manifest.get('version')!r}; this "
+                              f"minigrad reads version {VERSION}")
+    return _build(manifest["root"], z, path)
