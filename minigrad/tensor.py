@@ -60,7 +60,9 @@ class Tensor:
     shape = property(lambda self: self.data.shape, doc="The shape tuple, as ndarray.shape / torch's .shape.")
     dtype = property(lambda self: self.data.dtype, doc="The NumPy dtype of the data.")
     ndim = property(lambda self: self.data.ndim, doc="The number of dims, as ndarray.ndim.")
-    size = property(lambda self: self.data.size, doc="Number of elements, as ndarray.size (not torch's size()).")
+    size = property(lambda self: Size(self.data.size, self.data.shape),
+                    doc="The number of elements, as ndarray.size; called, torch's size(): size() the shape, size(d) "
+                        "the length of dim d.")
     is_leaf = property(lambda self: self._backward is None, doc="True unless a recorded op made it.")
     # the clock time of the last in-place change, 0 if none (see _bump_version); unset until then, so that
     # making a tensor costs no extra store
@@ -266,6 +268,19 @@ class Tensor:
         """The number of dims (as torch's Tensor.dim; also .ndim)."""
         return self.data.ndim
 
+    def new_zeros(self, *size, dtype=None, requires_grad=False):
+        """Zeros of `size` with this tensor's dtype (or `dtype`), as torch's Tensor.new_zeros."""
+        return self.new_full(_size_arg(size), 0, dtype=dtype, requires_grad=requires_grad)
+
+    def new_ones(self, *size, dtype=None, requires_grad=False):
+        """Ones of `size` with this tensor's dtype (or `dtype`), as torch's Tensor.new_ones."""
+        return self.new_full(_size_arg(size), 1, dtype=dtype, requires_grad=requires_grad)
+
+    def new_full(self, size, fill_value, dtype=None, requires_grad=False):
+        """`fill_value` everywhere in `size`, with this tensor's dtype (or `dtype`), as torch's new_full."""
+        return Tensor(np.full(_size_arg((size,)), fill_value, self.dtype if dtype is None else dtype),
+                      requires_grad=requires_grad)
+
     def contiguous(self):
         """A no-op: NumPy handles strides, so every Tensor is usable as it is."""
         return self
@@ -295,6 +310,32 @@ class Tensor:
         if dt.kind in "fc":
             return self.astype(dt)
         return Tensor(self.data.astype(dt))  # integer and bool casts carry no gradient
+
+
+class Size(int):
+    """What `x.size` is: NumPy's element count (an int, so x.size == 6 and range(x.size) work), which torch's
+    call also serves: x.size() is the shape tuple and x.size(d) the length of dim d (negative d counts back)."""
+
+    def __new__(cls, n, shape=()):
+        self = super().__new__(cls, n)
+        self.shape = shape
+        return self
+
+    def __call__(self, dim=None):
+        if dim is None:
+            return self.shape
+        nd = len(self.shape)
+        if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or not -nd <= dim < nd:
+            raise IndexError(f"size: dim {dim!r} is out of range for shape {self.shape} (an int in [{-nd}, {nd}))")
+        return self.shape[dim]
+
+
+def _size_arg(size):
+    """A shape given as separate ints or one tuple/list (torch's *size)."""
+    size = tuple(size[0]) if len(size) == 1 and isinstance(size[0], (tuple, list)) else tuple(size)
+    if not all(isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n >= 0 for n in size):
+        raise ValueError(f"size must be non-negative ints, got {size}")
+    return size
 
 
 _tracer = None  # the running minigrad.trace(), if any
