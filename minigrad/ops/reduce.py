@@ -105,8 +105,8 @@ def _extreme_dim(op, argfn, result, a, dim, keepdims):
     """(values, indices) along one dim; values take their gradient at the index only (as torch.max(dim))."""
     a = as_tensor(a)
     if isinstance(dim, Tensor):
-        raise TypeError(f"{op}: got a Tensor where the dim goes; the elementwise {op} of two tensors (torch.{op}(a, b)) "
-                        f"is {op}imum(a, b)")
+        raise TypeError(f"{op}: got a Tensor where the dim goes; the elementwise {op} of two tensors "
+                        f"(torch.{op}(a, b)) is {op}imum(a, b)")
     if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)):
         raise TypeError(f"{op}: a dim (positional or dim=) must be one int, and gives (values, indices); got {dim!r} "
                         f"(use amax/amin, or axis=, for the values over several axes)")
