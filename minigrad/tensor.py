@@ -321,6 +321,10 @@ class Size(int):
         self.shape = shape
         return self
 
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):  # in NumPy, a plain Python int (a weak scalar:
+        inputs = tuple(int(i) if isinstance(i, Size) else i for i in inputs)  # float32 / x.size stays float32)
+        return getattr(ufunc, method)(*inputs, **kwargs)
+
     def __call__(self, dim=None):
         if dim is None:
             return self.shape

@@ -102,6 +102,8 @@ def test_values_indices_from_a_positional_dim_as_torch():
 def test_size_is_the_element_count_and_torchs_call():
     x = mg.zeros(2, 3, 4)
     assert x.size == 24 and range(x.size) == range(24) and np.zeros(x.size).shape == (24,)  # NumPy's use
+    f32 = np.ones(3, np.float32)  # a plain Python int to NumPy and to the ops: it widens no float32
+    assert (f32 / x.size).dtype == np.float32 and (mg.ones(3) / x.size).dtype == np.float32
     assert x.size() == (2, 3, 4) and x.size(0) == 2 and x.size(-1) == 4 and x.size(dim=1) == 3
     with pytest.raises(IndexError, match=r"size: dim 3 is out of range for shape \(2, 3, 4\)"):
         x.size(3)
