@@ -221,7 +221,7 @@ def test_ordinary_masks_pass_the_polarity_check():
               np.tril(np.ones((4, 4), bool), -1) | np.eye(4, dtype=bool), np.triu(np.ones((4, 4), bool), 1) | np.eye(4, dtype=bool),
               np.triu(np.ones((1, 4, 4), bool)), np.ones((1, 4), bool)):
         attention.scaled_dot_product_attention(x, x, x, attn_mask=m)  # each has a True on or below the diagonal
-    # a batch of masks where one slice is torch's causal mask is still caught
+    # a batch (here of one) of torch causal masks is caught too
     with pytest.raises(ValueError, match="True = masked"):
         attention.scaled_dot_product_attention(x, x, x, attn_mask=np.stack([np.triu(np.ones((4, 4), bool), 1)]))
 
