@@ -6,8 +6,8 @@ local.py and efficient.py (restricted and memory-efficient attention); positions
 glimpse/ (hard attention trained by REINFORCE); tasks/ holds the toy data sets, tokens.py the ids they share.
 """
 from .functional import masked_softmax, scaled_dot_product_attention  # noqa: F401
-from .masks import (attended_pairs, causal_mask, fixed_mask, global_token_mask,  # noqa: F401
-                    key_padding_to_attn_mask, padding_mask_from_lengths, sliding_window_mask,
+from .masks import (attended_pairs, causal_mask, fixed_mask, generate_square_subsequent_mask,  # noqa: F401
+                    global_token_mask, key_padding_to_attn_mask, padding_mask_from_lengths, sliding_window_mask,
                     sliding_window_reference_mask, strided_mask)
 from .multihead import MultiHeadAttention  # noqa: F401
 from .scores import (SCORES, AdditiveScore, Attention, CosineScore, DotScore, GeneralScore, ScaledDotScore,  # noqa: F401

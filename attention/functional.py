@@ -229,7 +229,7 @@ def reference_sdpa(query, key, value, attn_mask=None, is_causal=False, scale=Non
     if allowed is None:
         return s.softmax(-1) @ v
     s = ops.where(allowed, s, -np.inf)                                    # masked scores: out of the race
-    m = s.max(-1, keepdims=True).detach()                                 # a constant shift, for stability
+    m = s.amax(-1, keepdims=True).detach()                                # a constant shift, for stability
     e = ops.where(allowed, (s - ops.where(np.isfinite(m.data), m, 0.0)).exp(), 0.0)
     d = e.sum(-1, keepdims=True)
     return (e / ops.where(d.data == 0, 1.0, d)) @ v                       # a row with no key: 0

@@ -6,7 +6,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from minigrad import Tensor
+from minigrad import Tensor, get_default_dtype
 
 # Polarity. An *attention mask* is boolean with True = this query may attend to this key. A mask named
 # for what it marks says so: `key_padding_mask` is True at padding (ignored), as PyTorch names it;
@@ -34,6 +34,14 @@ def causal_mask(L, S=None, align="lower_right"):
         raise ValueError(f"causal_mask: align must be one of {_ALIGNS}, got {align!r}")
     offset = S - L if align == "lower_right" else 0
     return np.arange(S)[None, :] <= np.arange(L)[:, None] + offset  # (L, S)
+
+
+def generate_square_subsequent_mask(sz, dtype=None):
+    """PyTorch's nn.Transformer.generate_square_subsequent_mask: the (sz, sz) float causal mask, 0 where query i
+    may attend key j <= i and -inf above the diagonal (added to the scores; the same rule in either library)."""
+    sz = check_int("sz", sz, 0, "generate_square_subsequent_mask")
+    m = np.triu(np.full((sz, sz), -np.inf, get_default_dtype() if dtype is None else dtype), 1)
+    return Tensor(m)
 
 
 def padding_mask_from_lengths(lengths, S=None):
@@ -123,12 +131,28 @@ def prepare_masks(attn_mask, is_causal, scores_shape, dtype, name="attn_mask", b
     m = as_mask_array(attn_mask, name, bool_meaning)
     check_broadcast(m, scores_shape, name)
     if m.dtype == bool:
+        check_polarity(m, name)
         return m, None
     bias = attn_mask if isinstance(attn_mask, Tensor) else Tensor(m)
     if bias.dtype != dtype:
         bias = bias.astype(dtype) if bias.requires_grad else Tensor(m.astype(dtype))
     neg = np.isneginf(m)
     return (~neg if neg.any() else None), bias  # -inf in a float mask is masked: selected out as well
+
+
+def check_polarity(m, name):
+    """Refuse a boolean attend mask that is PyTorch's causal mask for its modules (True = masked): square, it
+    lets no query attend its own position or an earlier key, only later ones (np.triu(ones, 1)), so trained
+    with it a language model would read the future. Cheap: the common mask has a True on its diagonal."""
+    n = m.shape[-1] if m.ndim >= 2 else 0
+    if n < 2 or m.shape[-2] != n or np.diagonal(m, axis1=-2, axis2=-1).any():
+        return
+    if m.any() and not (m & np.tri(n, dtype=bool)).any():
+        raise ValueError(f"{name}: this boolean mask of shape {m.shape} lets every query attend only later keys "
+                         f"(True strictly above the diagonal): it looks like PyTorch's causal mask for "
+                         f"nn.MultiheadAttention / nn.Transformer*, where True = masked. Here a boolean mask is True "
+                         f"where a query may attend (as torch's scaled_dot_product_attention): pass ~mask, or "
+                         f"is_causal=True, or attention.causal_mask(L)")
 
 
 def combine(a, b):

@@ -75,7 +75,11 @@ def reinforce_loss(log_prob, reward, baseline=None, normalize=False, entropy=Non
 # ---- baselines ------------------------------------------------------------------------------------
 
 class MovingAverageBaseline:
-    """b = exponential moving average of the batch-mean reward (0 until the first update)."""
+    """b = exponential moving average of the batch-mean reward (0 until the first update).
+
+    Each step, in this order: `b = baseline.values(batch_size=B)` (the estimate, one per sample), the loss
+    with it (`reinforce_loss(log_prob, reward, baseline=b)`), then `baseline.update(b, reward)`.
+    """
 
     def __init__(self, momentum=0.9):
         if not 0.0 <= momentum < 1.0:

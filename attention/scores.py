@@ -9,7 +9,7 @@ from minigrad import get_default_dtype, make_node, ops
 from minigrad.nn import Linear, Module, Parameter, parameter, uniform_
 
 from .functional import masked_softmax
-from .masks import as_bool_mask, check_broadcast, key_padding_to_attn_mask
+from .masks import as_bool_mask, check_broadcast, check_polarity, key_padding_to_attn_mask
 
 # One shape contract: query (..., L, Dq), keys (..., S, Dk) -> scores (..., L, S).
 #   dot         q . k                               (Luong et al. 2015, "dot")
@@ -250,6 +250,7 @@ class Attention(Module):
         if attn_mask is not None:
             allowed = as_bool_mask(attn_mask, "attn_mask")
             check_broadcast(allowed, s.shape, "attn_mask")
+            check_polarity(allowed, "attn_mask")
         if kpm is not None:
             pad = key_padding_to_attn_mask(kpm, ndim=s.ndim)  # (B, 1, ..., S), True = may attend
             allowed = pad if allowed is None else allowed & pad

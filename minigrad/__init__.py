@@ -20,6 +20,4 @@ from .tools.serialization import load, save  # noqa: F401
 from .tools.trace import Trace, trace  # noqa: F401
 from .tools.viz import draw_graph, print_graph  # noqa: F401
 
-permute = transpose  # noqa: F405
-
 __version__ = "0.1.0"

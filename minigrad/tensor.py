@@ -16,9 +16,10 @@ from .autograd import versions as _versions
 from .autograd.backward import run_backward
 from .autograd.grad_mode import is_grad_enabled
 from .autograd.versions import _bump_version
+from .interop import Interop, Size, _size_arg  # noqa: F401  (Size and _size_arg: used here and re-exported)
 
 
-class Tensor:
+class Tensor(Interop):
     """An n-dimensional array that remembers how it was computed."""
 
     __slots__ = ("data", "grad", "requires_grad", "_parents", "_backward", "_op", "_vers", "_clock",
@@ -63,7 +64,9 @@ class Tensor:
     shape = property(lambda self: self.data.shape, doc="The shape tuple, as ndarray.shape / torch's .shape.")
     dtype = property(lambda self: self.data.dtype, doc="The NumPy dtype of the data.")
     ndim = property(lambda self: self.data.ndim, doc="The number of dims, as ndarray.ndim.")
-    size = property(lambda self: self.data.size, doc="Number of elements, as ndarray.size (not torch's size()).")
+    size = property(lambda self: Size(self.data.size, self.data.shape),
+                    doc="The number of elements, as ndarray.size; called, torch's size(): size() the shape, size(d) "
+                        "the length of dim d.")
     is_leaf = property(lambda self: self._backward is None, doc="True unless a recorded op made it.")
     # the clock time of the last in-place change to it or to a tensor sharing its memory (a view), 0 if none
     # (see _bump_version); _vers is unset until then, so that making a tensor costs no extra store
@@ -78,75 +81,6 @@ class Tensor:
         if not self.data.ndim:
             raise TypeError("iteration over a 0-d tensor")
         return (self[i] for i in range(len(self.data)))
-
-    # ---- NumPy and Python number interop ----------------------------------------------------------
-    def __array__(self, dtype=None, copy=None):
-        """np.asarray(t) / np.array(t) give the data (no graph)."""
-        if copy:
-            return np.array(self.data, dtype=dtype, copy=True)
-        if dtype is None or self.data.dtype == dtype:
-            return self.data
-        if copy is False:  # NumPy 2's protocol: a copy that was ruled out is an error, not a silent copy
-            raise ValueError(f"__array__: converting a {self.dtype} tensor to {np.dtype(dtype)} needs a copy, "
-                             f"and copy=False was given")
-        return self.data.astype(dtype)
-
-    def _number(self, what):
-        if self.data.size != 1:
-            raise TypeError(f"{what}: only a one-element tensor converts to a Python number, got shape {self.shape}")
-        return self.data.item()
-
-    def __index__(self):
-        """A one-element integer tensor as a Python int where an index is needed (lst[t]), as torch."""
-        if self.data.dtype.kind not in "iu" or self.data.size != 1:
-            raise TypeError(f"only integer tensors of a single element can be converted to an index, got dtype "
-                            f"{self.dtype} and shape {self.shape}")
-        return int(self.data.item())
-
-    def __dlpack__(self, **kwargs):
-        """The data through DLPack (torch.as_tensor(t) and torch.from_dlpack(t) share it; a read-only array,
-        e.g. a broadcast view, goes as a copy)."""
-        d = self.data if self.data.flags.writeable else self.data.copy()
-        return d.__dlpack__(**kwargs)
-
-    def __dlpack_device__(self):
-        return self.data.__dlpack_device__()
-
-    def __float__(self): return float(self._number("float()"))
-    def __int__(self): return int(self._number("int()"))
-
-    def __round__(self, ndigits=None):
-        return round(self._number("round()"), ndigits)
-
-    def __format__(self, spec):
-        if not spec:
-            return str(self)
-        if self.data.size != 1:
-            raise TypeError(f"format: a format spec ({spec!r}) needs a one-element tensor, got shape {self.shape}")
-        return format(self.data.item(), spec)
-
-    def __repr__(self):
-        body = np.array2string(self.data, separator=", ", prefix="tensor(")
-        extra = f", dtype={self.dtype}" if self.dtype != _dtypes._default_dtype else ""
-        if self._op is not None:
-            extra += f", grad_fn=<{self._op}>"
-        elif self.requires_grad:
-            extra += ", requires_grad=True"
-        return f"tensor({body}{extra})"
-
-    def numpy(self):
-        """The underlying ndarray itself (shared memory, no copy; as torch's .numpy())."""
-        return self.data
-
-    def item(self):
-        """The single value of a one-element tensor as a Python number, as torch's .item()."""
-        if self.data.size != 1:
-            raise ValueError(f"item: only a one-element tensor converts to a number, got shape {self.shape}")
-        return self.data.item()
-
-    def tolist(self):
-        """The data as (nested) Python lists of numbers, as torch's .tolist()."""
-        return self.data.tolist()
 
     def detach(self):
         """The same data, cut from the graph."""
@@ -319,6 +253,19 @@ class Tensor:
     def dim(self):
         """The number of dims (as torch's Tensor.dim; also .ndim)."""
         return self.data.ndim
+
+    def new_zeros(self, *size, dtype=None, requires_grad=False):
+        """Zeros of `size` with this tensor's dtype (or `dtype`), as torch's Tensor.new_zeros."""
+        return self.new_full(_size_arg(size), 0, dtype=dtype, requires_grad=requires_grad)
+
+    def new_ones(self, *size, dtype=None, requires_grad=False):
+        """Ones of `size` with this tensor's dtype (or `dtype`), as torch's Tensor.new_ones."""
+        return self.new_full(_size_arg(size), 1, dtype=dtype, requires_grad=requires_grad)
+
+    def new_full(self, size, fill_value, dtype=None, requires_grad=False):
+        """`fill_value` everywhere in `size`, with this tensor's dtype (or `dtype`), as torch's new_full."""
+        return Tensor(np.full(_size_arg((size,)), fill_value, self.dtype if dtype is None else dtype),
+                      requires_grad=requires_grad)
 
     def contiguous(self):
         """A no-op: NumPy handles strides, so every Tensor is usable as it is."""

@@ -48,7 +48,7 @@ ERRORS = [
     ("einsum-rank", lambda: mg.einsum("ijk->i", t(2, 3)), ValueError, r"einsum: subscripts 'ijk' do not fit an operand of shape \(2, 3\)"),
     # shape ops
     ("reshape", lambda: t(2, 3).reshape(4), ValueError, r"reshape: cannot reshape \(2, 3\) \(6 elements\) into \(4,\)"),
-    ("transpose", lambda: t(2, 3, 4).transpose(0, 1), ValueError, r"transpose: axes \(0, 1\) are not a permutation of the 3 dims of \(2, 3, 4\)"),
+    ("transpose", lambda: t(2, 3, 4).transpose(0, 1, 1), ValueError, r"transpose: axes \(0, 1, 1\) are not a permutation of the 3 dims of \(2, 3, 4\) \(transpose\(d0, d1\) swaps two dims"),
     ("swapaxes", lambda: t(2, 3).swapaxes(0, 2), IndexError, r"swapaxes: axis 2 is out of range for shape \(2, 3\)"),
     ("expand", lambda: t(2, 3).expand(4, 3), ValueError, r"expand: cannot broadcast \(2, 3\) to \(4, 3\)"),
     ("unsqueeze", lambda: t(2, 3).unsqueeze(3), IndexError, r"unsqueeze: axis 3 is out of range for a result with 3 dims"),

@@ -161,7 +161,7 @@ for name, f, ref in REDUCE:
 row("var-correction1", "var", lambda x: x.var(axis=1, correction=1), lambda x: x.var(axis=1, ddof=1), [(2, 3)])
 row("var-default-correction1", "var", lambda x: x.var(axis=1), lambda x: x.var(axis=1, ddof=1), [(2, 3)])  # as torch
 row("sum-module-fn", "sum mean max min logsumexp var",
-    lambda x: mg.sum(x, 0) + mg.mean(x, 0) + mg.max(x, 0) + mg.min(x, 0) + mg.logsumexp(x, 0) + mg.var(x, 0),
+    lambda x: mg.sum(x, 0) + mg.mean(x, 0) + mg.max(x, axis=0) + mg.min(x, axis=0) + mg.logsumexp(x, 0) + mg.var(x, 0),
     lambda x: x.sum(0) + x.mean(0) + x.max(0) + x.min(0) + np.log(np.exp(x).sum(0)) + x.var(0, ddof=1), [(3, 2)], "spread")
 
 # ---- matrix products --------------------------------------------------------------------------
@@ -204,8 +204,13 @@ SHAPE = [
     ("transpose", lambda x: x.transpose(), lambda x: x.transpose()),
     ("transpose", lambda x: x.T, lambda x: x.T),
     ("transpose", lambda x: x.transpose(1, 0, 2), lambda x: x.transpose(1, 0, 2)),
-    ("transpose", lambda x: x.permute(2, 0, 1), lambda x: x.transpose(2, 0, 1)),
-    ("transpose", lambda x: mg.permute(x, (-1, 0, 1)), lambda x: x.transpose(2, 0, 1)),
+    ("permute", lambda x: x.permute(2, 0, 1), lambda x: x.transpose(2, 0, 1)),
+    ("permute", lambda x: mg.permute(x, (-1, 0, 1)), lambda x: x.transpose(2, 0, 1)),
+    ("transpose", lambda x: x.transpose(0, 2), lambda x: x.swapaxes(0, 2)),  # two dims: torch's swap
+    ("transpose", lambda x: x.transpose(-2, -1), lambda x: x.swapaxes(-2, -1)),
+    ("matrix_transpose", lambda x: x.mT, lambda x: x.swapaxes(-2, -1)),
+    ("matrix_transpose", lambda x: mg.matrix_transpose(x), lambda x: x.swapaxes(1, 2)),
+    ("clone", lambda x: x.clone(), lambda x: x.copy()),
     ("swapaxes", lambda x: x.swapaxes(0, -1), lambda x: x.swapaxes(0, -1)),
     ("swapaxes", lambda x: mg.swapaxes(x, 1, 2), lambda x: x.swapaxes(1, 2)),
     ("flatten", lambda x: x.flatten(), lambda x: x.reshape(-1)),
@@ -245,6 +250,13 @@ SHAPE = [
 for k, (name, f, ref) in enumerate(SHAPE):
     row(f"{name}{k}", name, f, ref, [(2, 3, 4)])
 
+row("t", "t", lambda x: x.t(), lambda x: x.T, [(3, 4)])
+row("t-1d", "t", lambda x: mg.t(x), lambda x: x, [(3,)])
+row("transpose-2d", "transpose", lambda x: x.transpose(0, 1), lambda x: x.T, [(3, 4)])  # torch's swap, not identity
+row("topk", "topk", lambda x: x.topk(2, dim=1).values, lambda x: np.flip(np.sort(x, 1), 1)[:, :2], [(2, 3, 4)],
+    "spread")
+row("topk-smallest", "topk", lambda x: mg.topk(x, 3, largest=False)[0], lambda x: np.sort(x, -1)[..., :3],
+    [(2, 5)], "spread")
 row("concat", "concat", lambda a, b: mg.concat([a, b], axis=1), lambda a, b: np.concatenate([a, b], 1),
     [(2, 3), (2, 2)])
 row("concat-neg-dim", "concat", lambda a, b, c: mg.cat([a, b, c], dim=-1),

@@ -21,6 +21,7 @@ LAYERS = [
                         "minigrad.autograd.anomaly"]),
     ("autograd walk", ["minigrad.autograd.backward", "minigrad.autograd.higher", "minigrad.autograd.functional",
                        "minigrad.autograd"]),
+    ("tensor interop", ["minigrad.interop"]),
     ("tensor", ["minigrad.tensor"]),
     ("op plumbing", ["minigrad.ops._args"]),
     ("op families", ["minigrad.ops.*"]),

@@ -6,10 +6,11 @@
     loss.py        CrossEntropyLoss, MSELoss, ... (the modules; the functions are in functional.py)
     init.py        the in-place initialisers, as torch.nn.init (also here by name: nn.xavier_uniform_)
     functional.py  activations, dropout, one_hot and every loss function (what a PyTorch user imports as F)
+    utils.py       clip_grad_norm_, clip_grad_value_, parameters_to_vector, vector_to_parameters (nn.utils)
 Each file names what it exports in `__all__`.
 """
 from ..tools.serialization import load, save  # noqa: F401  (nn.save / nn.load, beside minigrad.save / load)
-from . import functional, init  # noqa: F401
+from . import functional, init, utils  # noqa: F401
 from .init import *  # noqa: F401,F403
 from .layers import *  # noqa: F401,F403
 from .loss import *  # noqa: F401,F403

@@ -45,7 +45,7 @@ _OPERATORS = {"__add__": add, "__radd__": add, "__sub__": sub, "__rsub__": rsub,
               "__rpow__": rpow, "__matmul__": matmul, "__rmatmul__": rmatmul, "__neg__": neg,  # noqa: F405
               "__getitem__": getitem, "__floordiv__": floor_divide, "__rfloordiv__": rfloordiv,  # noqa: F405
               "__mod__": remainder, "__rmod__": rremainder}  # noqa: F405
-_ALIASES = {"view": "reshape", "permute": "transpose", "broadcast_to": "expand"}
+_ALIASES = {"view": "reshape", "broadcast_to": "expand"}
 
 for _name, _fn in _OPERATORS.items():
     setattr(Tensor, _name, _fn)
@@ -55,4 +55,5 @@ for _fam in FAMILIES:
 for _name, _target in _ALIASES.items():
     setattr(Tensor, _name, globals()[_target])
 Tensor.T = property(transpose, doc="The tensor with its axes reversed (transpose with no axes).")  # noqa: F405
+Tensor.mT = property(matrix_transpose, doc="The last two dims swapped, as torch's x.mT.")  # noqa: F405
 del _name, _fn, _fam, _target

@@ -45,6 +45,11 @@ def _sub(node, g):
     return (g,) if len(node._parents) == 1 else (g, A.neg(g))
 
 
+@_rule("clone")
+def _clone(node, g):  # the identity
+    return (g,)
+
+
 @_rule("floor_divide")
 def _floor_divide(node, g):  # piecewise constant: zero, still a node of the graph (as the first order)
     return tuple(A.mul(g, 0.0) for _ in node._parents)

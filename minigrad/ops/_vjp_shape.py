@@ -75,9 +75,9 @@ def _reshape(node, g):
     return (S.reshape(g, captured(node, "in_shape")),)
 
 
-@_rule("transpose")
-def _transpose(node, g):
-    return (S.transpose(g, tuple(int(i) for i in captured(node, "inv"))),)
+@_rule("transpose", "permute")
+def _transpose(node, g):  # the inverse permutation (permute: transpose of two dims would swap them)
+    return (S.permute(g, *(int(i) for i in captured(node, "inv"))),)
 
 
 @_rule("swapaxes")

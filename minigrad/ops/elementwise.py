@@ -18,9 +18,9 @@ from .shape import nonzero
 # the ops of this file: minigrad.ops (and minigrad) export __all__; Tensor gets METHODS as methods
 __all__ = ("exp", "log", "sqrt", "abs", "tanh", "sigmoid", "relu", "softplus", "gelu", "sin", "cos", "log1p",
            "expm1", "sign", "floor", "ceil", "round", "clamp", "clip", "maximum", "minimum", "where",
-           "masked_fill", "astype")
+           "masked_fill", "astype", "clone")
 METHODS = ("exp", "log", "sqrt", "abs", "tanh", "sigmoid", "relu", "gelu", "sin", "cos", "log1p", "expm1", "sign",
-           "floor", "ceil", "round", "clamp", "clip", "maximum", "minimum", "masked_fill", "astype")
+           "floor", "ceil", "round", "clamp", "clip", "maximum", "minimum", "masked_fill", "astype", "clone")
 
 # ---- elementwise functions ---------------------------------------------------------------------
 
@@ -359,3 +359,9 @@ def maximum(a, b):
 def minimum(a, b):
     """Elementwise min of two tensors (broadcasting); ties share the gradient equally."""
     return _extremum("minimum", np.minimum, a, b)
+
+
+def clone(a):
+    """A copy that stays in the graph, as torch's clone (x.detach().clone() for one that does not)."""
+    a = as_tensor(a)
+    return make_node(a.data.copy(), (a,), lambda g: (g,), "clone")  # the identity: g passes through

@@ -39,7 +39,7 @@ def _one_axis(op, axis, dim, x):
 
 def softmax_reference(x, axis=-1):
     """The plain form of softmax: exp(x - max) / sum(exp(x - max)); the max is a constant shift."""
-    e = (x - x.max(axis, keepdims=True).detach()).exp()
+    e = (x - x.amax(axis, keepdims=True).detach()).exp()
     return e / e.sum(axis, keepdims=True)
 
 

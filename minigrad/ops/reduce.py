@@ -15,9 +15,9 @@ from .shape import gather, reshape
 
 # the ops of this file: minigrad.ops (and minigrad) export __all__; Tensor gets METHODS as methods
 __all__ = ("sum", "mean", "var", "std", "max", "min", "amax", "amin", "logsumexp", "argmax", "argmin", "prod",
-           "norm", "cumsum", "max_result", "min_result")
+           "norm", "cumsum", "topk", "max_result", "min_result", "topk_result")
 METHODS = ("sum", "mean", "var", "std", "max", "min", "amax", "amin", "logsumexp", "argmax", "argmin", "prod",
-           "norm", "cumsum")
+           "norm", "cumsum", "topk")
 
 # ---- reductions --------------------------------------------------------------------------------
 
@@ -94,19 +94,22 @@ def _extreme(op, reduce, a, axis, keepdims, dim):
                      (a,), backward, op)
 
 
-# max(dim=) / min(dim=) return (values, indices) as torch.max(x, dim) does
+# max(dim) / min(dim) return (values, indices) as torch.max(x, dim) does
 max_result = namedtuple("max", ["values", "indices"])
 min_result = namedtuple("min", ["values", "indices"])
-max_result.__doc__ = "What max(x, dim=d) returns: (values, indices), as torch.return_types.max."
-min_result.__doc__ = "What min(x, dim=d) returns: (values, indices), as torch.return_types.min."
+max_result.__doc__ = "What max(x, d) returns: (values, indices), as torch.return_types.max."
+min_result.__doc__ = "What min(x, d) returns: (values, indices), as torch.return_types.min."
 
 
 def _extreme_dim(op, argfn, result, a, dim, keepdims):
     """(values, indices) along one dim; values take their gradient at the index only (as torch.max(dim))."""
     a = as_tensor(a)
-    if not isinstance(dim, (int, np.integer)):
-        raise TypeError(f"{op}: dim= must be one int when it asks for (values, indices), got {dim!r} "
-                        f"(use amax/amin, or axis=, for several axes)")
+    if isinstance(dim, Tensor):
+        raise TypeError(f"{op}: got a Tensor where the dim goes; the elementwise {op} of two tensors "
+                        f"(torch.{op}(a, b)) is {op}imum(a, b)")
+    if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)):
+        raise TypeError(f"{op}: a dim (positional or dim=) must be one int, and gives (values, indices); got {dim!r} "
+                        f"(use amax/amin, or axis=, for the values over several axes)")
     if a.ndim == 0:
         _check_axis(op, dim, 1, a.shape)
         return result(reshape(a, ()), Tensor(np.zeros((), np.int64)))
@@ -120,19 +123,45 @@ def _extreme_dim(op, argfn, result, a, dim, keepdims):
     return result(values, Tensor(idx))
 
 
-def max(a, axis=None, keepdims=False, dim=None):
-    """Largest entries. With NumPy's axis= (or none): the values, ties sharing the gradient (as amax).
-    With torch's dim=: a named tuple (values, indices), as torch.max(x, dim)."""
+def max(a, dim=None, keepdims=False, *, axis=None):
+    """Largest entries. With torch's dim (one int, positional or dim=): a named tuple (values, indices), as
+    torch.max(x, dim). With NumPy's axis= (or neither): the values, ties sharing the gradient (as amax)."""
     if dim is not None and axis is None:
         return _extreme_dim("max", np.argmax, max_result, a, dim, keepdims)
     return _extreme("max", np.max, a, axis, keepdims, dim)
 
 
-def min(a, axis=None, keepdims=False, dim=None):
-    """Smallest entries: values with axis= (or none), (values, indices) with dim=; see max."""
+def min(a, dim=None, keepdims=False, *, axis=None):
+    """Smallest entries: (values, indices) with dim (positional or dim=), values with axis= (or neither)."""
     if dim is not None and axis is None:
         return _extreme_dim("min", np.argmin, min_result, a, dim, keepdims)
     return _extreme("min", np.min, a, axis, keepdims, dim)
+
+
+topk_result = namedtuple("topk", ["values", "indices"])
+topk_result.__doc__ = "What topk(x, k) returns: (values, indices), as torch.return_types.topk."
+
+
+def topk(a, k, dim=-1, largest=True, sorted=True):
+    """The k largest (or smallest) entries along dim, as torch.topk: a named tuple (values, indices), ordered
+    from the extreme (ties by index; NaN counts as the largest, as in torch). The gradient goes to the picks."""
+    a = as_tensor(a)
+    if a.ndim == 0:  # one entry: k = 1 takes it (as torch)
+        _check_axis("topk", dim, 1, a.shape)
+        if k != 1:
+            raise ValueError(f"topk: k must be 1 for a 0-d tensor, got {k!r}")
+        return topk_result(reshape(a, ()), Tensor(np.zeros((), np.int64)))
+    d = _check_axis("topk", dim, a.ndim, a.shape)
+    n = a.shape[d]
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 0 <= k <= n:
+        raise ValueError(f"topk: k must be an int in [0, {n}] (the size of dim {dim} of shape {a.shape}), got {k!r}")
+    x = a.data
+    if largest:  # a stable sort of the reversed row, reversed: descending, ties by index, NaN first
+        order = n - 1 - np.flip(np.argsort(np.flip(x, d), axis=d, kind="stable"), d)
+    else:  # ascending, NaN last
+        order = np.argsort(x, axis=d, kind="stable")
+    idx = np.take(order, np.arange(k), axis=d)
+    return topk_result(gather(a, d, idx), Tensor(idx.astype(np.int64)))
 
 
 def amax(a, axis=None, keepdims=False, dim=None):

@@ -11,10 +11,11 @@ from ..tensor import Tensor, make_node
 from ._args import _axis, _check_axis, _norm_axes, _shape_arg, as_tensor
 
 # the ops of this file: minigrad.ops (and minigrad) export __all__; Tensor gets METHODS as methods
-__all__ = ("reshape", "flatten", "transpose", "swapaxes", "expand", "squeeze", "unsqueeze", "gather", "concat",
-           "cat", "stack", "pad", "split", "chunk", "tile", "repeat", "flip", "roll", "masked_select", "nonzero")
-METHODS = ("reshape", "flatten", "transpose", "swapaxes", "expand", "squeeze", "unsqueeze", "gather", "split",
-           "chunk", "tile", "repeat", "flip", "roll", "masked_select", "nonzero")
+__all__ = ("reshape", "flatten", "transpose", "permute", "swapaxes", "t", "matrix_transpose", "expand", "squeeze",
+           "unsqueeze", "gather", "concat", "cat", "stack", "pad", "split", "chunk", "tile", "repeat", "flip", "roll",
+           "masked_select", "nonzero")
+METHODS = ("reshape", "flatten", "transpose", "permute", "swapaxes", "t", "expand", "squeeze", "unsqueeze", "gather",
+           "split", "chunk", "tile", "repeat", "flip", "roll", "masked_select", "nonzero")
 
 
 def reshape(a, *shape):
@@ -41,16 +42,29 @@ def flatten(a, start_dim=0, end_dim=-1):
     return reshape(a, a.shape[:s] + (-1,) + a.shape[e + 1:])
 
 
-def transpose(a, *axes):
-    """Permute axes as NumPy (no axes: reverse them). Also available as permute."""
+def permute(a, *dims):
+    """Reorder the dims to `dims` (all of them, as torch.permute / np.transpose; none: reverse them)."""
+    return _permute("permute", as_tensor(a), _shape_arg(dims))
+
+
+def transpose(a, *dims):
+    """torch's transpose: two dims swap them (transpose(0, 1), transpose(-2, -1)), as swapaxes. NumPy's full
+    permutation, of three dims or more, reorders them as permute (none: reverse them, as x.T)."""
     a = as_tensor(a)
-    axes = _shape_arg(axes)
+    dims = _shape_arg(dims)
+    if len(dims) == 2:
+        return swapaxes(a, *dims)
+    return _permute("transpose", a, dims)
+
+
+def _permute(op, a, axes):
     nd = a.ndim
-    perm = tuple(range(nd))[::-1] if not axes else tuple(_check_axis("transpose", x, nd, a.shape) for x in axes)
+    perm = tuple(range(nd))[::-1] if not axes else tuple(_check_axis(op, x, nd, a.shape) for x in axes)
     if sorted(perm) != list(range(nd)):
-        raise ValueError(f"transpose: axes {axes} are not a permutation of the {nd} dims of {a.shape}")
+        raise ValueError(f"{op}: axes {axes} are not a permutation of the {nd} dims of {a.shape} "
+                         f"(transpose(d0, d1) swaps two dims, as torch; permute takes all {nd})")
     inv = tuple(np.argsort(perm))
-    return make_node(a.data.transpose(perm), (a,), lambda g: (g.transpose(inv),), "transpose")
+    return make_node(a.data.transpose(perm), (a,), lambda g: (g.transpose(inv),), op)
 
 
 def swapaxes(a, axis1, axis2):
@@ -59,6 +73,23 @@ def swapaxes(a, axis1, axis2):
     for ax in (axis1, axis2):
         _check_axis("swapaxes", ax, a.ndim, a.shape)
     return make_node(np.swapaxes(a.data, axis1, axis2), (a,), lambda g: (np.swapaxes(g, axis1, axis2),), "swapaxes")
+
+
+def t(a):
+    """torch's t(): a matrix transposed (dims 0 and 1 swapped); 0-d and 1-D tensors come back as they are."""
+    a = as_tensor(a)
+    if a.ndim > 2:
+        raise ValueError(f"t: expects a tensor of at most 2 dims, got shape {a.shape} (use transpose(d0, d1) "
+                         f"or .mT for the last two)")
+    return swapaxes(a, 0, -1) if a.ndim == 2 else reshape(a, a.shape)
+
+
+def matrix_transpose(a):
+    """torch's x.mT: the last two dims swapped (a batch of matrices, each transposed)."""
+    a = as_tensor(a)
+    if a.ndim < 2:
+        raise ValueError(f"mT: needs a matrix or a batch of matrices (2 dims or more), got shape {a.shape}")
+    return swapaxes(a, -2, -1)
 
 
 def expand(a, *shape):

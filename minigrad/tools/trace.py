@@ -119,6 +119,9 @@ class Trace:
             s["backward_ms"] += r["backward_ms"] or 0.0
         return out
 
+    def __repr__(self):  # print(trace) and a notebook cell show the table
+        return self.table(self.limit)
+
     def table(self, limit=25):
         """The rows as text, slowest (forward + backward) first."""
         rows = sorted(self.rows, key=lambda r: -((r["forward_ms"] or 0.0) + (r["backward_ms"] or 0.0)))

@@ -39,10 +39,10 @@ def _label(node, grad, show_values=True):
     return lines
 
 
-def _graph(tensor, grads):
+def _graph(tensor, grads, fn):
     if not isinstance(tensor, Tensor):
-        raise TypeError(f"expected a Tensor, got {type(tensor).__name__}")
-    _check_alive(tensor, "draw_graph")
+        raise TypeError(f"{fn}: expected a Tensor, got {type(tensor).__name__}")
+    _check_alive(tensor, fn)  # the message names the function the user called
     order = _topo(tensor)
     gmap = {}
     if grads:
@@ -57,7 +57,7 @@ def _graph(tensor, grads):
 
 def print_graph(tensor, grads=False, file=None):
     """Print the graph that made `tensor`, inputs first: '#id op shape dtype <- #inputs', values when small."""
-    order, ids, _, gmap = _graph(tensor, grads)
+    order, ids, _, gmap = _graph(tensor, grads, "print_graph")
     lines = []
     for n in order:
         label = _label(n, gmap.get(n))
@@ -94,7 +94,7 @@ def draw_graph(tensor, path=None, grads=False, max_nodes=200):
         matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    order, ids, edges, gmap = _graph(tensor, grads)
+    order, ids, edges, gmap = _graph(tensor, grads, "draw_graph")
     depth = _depths(order)
     collapse = len(order) > max_nodes
     # boxes: one per node; past max_nodes, one per kind of node (op, shape, dtype), which folds the repeated
