@@ -64,7 +64,8 @@ def main():
     with mg.no_grad():
         p = model(mg.tensor(np.c_[gx.ravel(), gy.ravel()].astype(np.float32))).softmax(-1).numpy()[:, 1]
     fig, ax = plt.subplots(figsize=(6, 4))
-    ax.contourf(gx, gy, p.reshape(gx.shape), levels=20, cmap="RdBu_r", alpha=0.6)
+    filled = ax.contourf(gx, gy, p.reshape(gx.shape), levels=20, cmap="RdBu_r", alpha=0.6)
+    fig.colorbar(filled, ax=ax, label="P(class 1)")
     ax.scatter(xte[:, 0], xte[:, 1], c=yte, cmap="RdBu_r", s=6, edgecolors="none")
     ax.set_title(f"two moons: test accuracy {acc_te:.3f}")
     ax.set_xlabel("x1")
