@@ -157,8 +157,9 @@ def tracks_figure(net, test, n=8):
 
 def main():
     args = parse_args("E10: the recurrent attention model on cluttered canvases. Over the 5-minute budget: the default "
-                      "run costs 612 CPU-s and 779 s of wall time on a 2-core machine with one other job (timed on "
-                      "2026-12-02, docs/examples/README.md); --quick runs in under a minute.", "ram", extra=add_flags)
+                      "run costs 387 CPU-s and 1293 s of wall time on a 2-core machine shared with other jobs "
+                      "(timed on 2026-12-02 at a load of about 5.7, docs/examples/README.md); "
+                      "--quick runs in under a minute.", "ram", extra=add_flags)
     if args.glimpses < 2:
         raise SystemExit("ram.py: --glimpses must be at least 2 (the first read is always at the centre)")
     report = Report(args, "ram", claim="a recurrent model that decides where to look next beats random and "

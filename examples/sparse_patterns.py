@@ -198,8 +198,9 @@ def add_flags(p):
 
 def main():
     args = parse_args("E7: strided vs fixed vs local sparse attention patterns. Over the 5-minute budget: the default "
-                      "run costs 307 CPU-s and 509 s of wall time on a 2-core machine with one other job (timed on "
-                      "2026-12-02, docs/examples/README.md); --quick runs in under a minute.", "sparse_patterns",
+                      "run costs 207 CPU-s and 354 s of wall time on a 2-core machine shared with other jobs "
+                      "(timed on 2026-12-02 at a load of about 3.2, docs/examples/README.md); "
+                      "--quick runs in under a minute.", "sparse_patterns",
                       extra=add_flags)
     report = Report(args, "sparse_patterns", claim=CLAIM)
     args.steps = args.steps or (200 if args.quick else 1500)
