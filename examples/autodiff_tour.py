@@ -35,6 +35,12 @@ def attention_layer(rng, L=4, E=8, heads=2):
     return mha, x, loss, weights
 
 
+def attention_figure(loss):
+    """The attention layer's graph, folded past 60 nodes and drawn top to bottom: the graph is deep (about 30
+    ops from input to loss), so left to right it is some 3,500 pixels wide and its text unreadable in a page."""
+    return mg.draw_graph(loss, max_nodes=60, rankdir="TB")
+
+
 def main():
     args = parse_args("see the graph and the trace of a small expression and of an attention layer",
                       "autodiff_tour")
@@ -69,8 +75,8 @@ def main():
     with mg.trace(print_on_exit=False) as tr_attn:
         mha, x, aloss, weights = attention_layer(rng, E=E)
         aloss.backward(retain_graph=True)
-    fig = mg.draw_graph(aloss, max_nodes=60)
-    report.figure(fig, "attention_graph.png", "graph of one multi-head self-attention layer and its loss")
+    report.figure(attention_figure(aloss), "attention_graph.png",
+                  "graph of one multi-head self-attention layer and its loss, top (inputs) to bottom (the loss)")
     by_op = sorted(tr_attn.by_op().items(), key=lambda kv: -(kv[1]["forward_ms"] + kv[1]["backward_ms"]))
     report.table([{"op": op, **s} for op, s in by_op], ["op", "calls", "forward_ms", "backward_ms"],
                  title="trace of the attention layer, per op, slowest first")

@@ -20,6 +20,9 @@ import minigrad as mg
 from attention import masked_softmax, memory_efficient_attention
 from benchmarks.long_attention import DENSE_BUDGET_MB, dense_estimate_mb, peak_memory
 
+LENGTHS = [1024, 4096, 16384]  # L of the memory measurements
+QUICK_LENGTHS = [512, 1024, 2048]  # --quick: three points, so the growth in L can be read off the figure
+
 
 def naive(q, k, v, allowed=None, bias=None, is_causal=False):
     """softmax(q k^T / sqrt(E) + bias, over the allowed keys) v, from minigrad ops (the L x L scores exist)."""
@@ -112,7 +115,7 @@ def main():
                     "softmax is exact, and its backward recomputes the chunks from the stored log-sum-exp")
     rng = np.random.default_rng(args.seed)
     args.check_len = args.check_len or (256 if args.quick else 1024)
-    args.lengths = args.lengths or ([1024, 2048] if args.quick else [1024, 4096, 16384])
+    args.lengths = args.lengths or (QUICK_LENGTHS if args.quick else LENGTHS)
     eq = equality(args, rng)
     report.table(eq, ["case", "chunk", "out", "dq", "dk", "dv"],
                  title=f"max |memory-efficient - naive|, float64, B=2 H=2 L={args.check_len} E=32")

@@ -29,6 +29,23 @@ class MLP(nn.Module):
         return self.net(x)
 
 
+def boundary_figure(model, xte, yte, acc_te):
+    """The model's P(class 1) over the plane (with its colourbar) and the test points."""
+    plt = pyplot()
+    gx, gy = np.meshgrid(np.linspace(-1.5, 2.5, 200), np.linspace(-1.0, 1.5, 200))
+    with mg.no_grad():
+        p = model(mg.tensor(np.c_[gx.ravel(), gy.ravel()].astype(np.float32))).softmax(-1).numpy()[:, 1]
+    fig, ax = plt.subplots(figsize=(6, 4))
+    filled = ax.contourf(gx, gy, p.reshape(gx.shape), levels=20, cmap="RdBu_r", alpha=0.6)
+    fig.colorbar(filled, ax=ax, label="P(class 1)")
+    ax.scatter(xte[:, 0], xte[:, 1], c=yte, cmap="RdBu_r", s=6, edgecolors="none")
+    ax.set_title(f"two moons: test accuracy {acc_te:.3f}")
+    ax.set_xlabel("x1")
+    ax.set_ylabel("x2")
+    fig.tight_layout()
+    return fig
+
+
 def main():
     args = parse_args("MLP on two moons", "moons")
     report = Report(args, "moons", claim="backpropagation through a small MLP learns a curved decision boundary")
@@ -59,17 +76,7 @@ def main():
     target = 0.9 if args.quick else 0.95
     report.headline("test accuracy", acc_te, f">= {target}", acc_te >= target)
 
-    plt = pyplot()
-    gx, gy = np.meshgrid(np.linspace(-1.5, 2.5, 200), np.linspace(-1.0, 1.5, 200))
-    with mg.no_grad():
-        p = model(mg.tensor(np.c_[gx.ravel(), gy.ravel()].astype(np.float32))).softmax(-1).numpy()[:, 1]
-    fig, ax = plt.subplots(figsize=(6, 4))
-    ax.contourf(gx, gy, p.reshape(gx.shape), levels=20, cmap="RdBu_r", alpha=0.6)
-    ax.scatter(xte[:, 0], xte[:, 1], c=yte, cmap="RdBu_r", s=6, edgecolors="none")
-    ax.set_title(f"two moons: test accuracy {acc_te:.3f}")
-    ax.set_xlabel("x1")
-    ax.set_ylabel("x2")
-    fig.tight_layout()
+    fig = boundary_figure(model, xte, yte, acc_te)
     report.figure(fig, "decision_boundary.png", "the MLP's decision boundary (colour: P(class 1)) and the test points")
     return report.save(metrics)
 

@@ -87,41 +87,79 @@ def train(name, net, task, steps, batch, rng, lr=2e-3, reward="correct", normali
     return trainer, time.process_time() - start
 
 
+def label_places(points, w=2.6, h=3.2, lo=1.5, hi=30.0):
+    """Where to write each read's number: near its point (x, y), at the first of 8 directions x 3 radii whose
+    w x h box (data units: pixels of the canvas) overlaps no number placed before it and stays inside
+    [lo, hi]; so numbers of reads that land together do not cover one another."""
+    placed = []
+    angles = np.deg2rad([45, 135, 225, 315, 0, 90, 180, 270])
+    for x, y in points:
+        spot = None
+        for r in (3.5, 6.0, 9.0, 12.5):
+            for a in angles:
+                cx, cy = x + r * np.cos(a), y - r * np.sin(a)
+                if not (lo <= cx <= hi and lo <= cy <= hi):
+                    continue
+                if all(abs(cx - px) >= w or abs(cy - py) >= h for px, py in placed):
+                    spot = (cx, cy)
+                    break
+            if spot:
+                break
+        if spot is None:  # nowhere free near it: the first free place along the bottom edge
+            cx = lo
+            while any(abs(cx - px) < w and abs(hi - py) < h for px, py in placed):
+                cx += w
+            spot = (cx, hi)
+        placed.append(spot)
+    return placed
+
+
+def draw_tracks(x, y, boxes, rows, cols, size):
+    """Canvases x (n, 32, 32) with each read's place (rows, cols (n, T) in pixels) numbered 1..T (1 = centre),
+    the object's box and the last read's finest patch."""
+    plt = pyplot()
+    n, T = rows.shape
+    fig, axes = plt.subplots(1, n, figsize=(2.4 * n, 2.9), squeeze=False)
+    colours = plt.get_cmap("autumn")(np.linspace(0, 0.85, T))  # red (first) to yellow (last)
+    for k, ax in enumerate(axes[0]):
+        ax.imshow(x[k], cmap="gray", vmin=0, vmax=1)
+        b = boxes[k]
+        ax.add_patch(plt.Rectangle((b[1] - 0.5, b[0] - 0.5), b[3], b[2], fill=False, ec="lime", lw=1, ls="--"))
+        pr, pc = rows[k] - 0.5, cols[k] - 0.5
+        ax.plot(pc, pr, "-", color="red", lw=0.8, alpha=0.7)
+        for t, (tx, ty) in enumerate(label_places(list(zip(pc, pr)))):
+            ax.plot([pc[t]], [pr[t]], "o", ms=3, color=colours[t], mec="black", mew=0.4)
+            ax.plot([pc[t], tx], [pr[t], ty], "-", color=colours[t], lw=0.5)
+            ax.text(tx, ty, str(t + 1), color="black", fontsize=7, ha="center", va="center",
+                    bbox=dict(boxstyle="round,pad=0.15", fc=colours[t], ec="none"))
+        ax.add_patch(plt.Rectangle((pc[-1] - size / 2, pr[-1] - size / 2), size, size, fill=False, ec="red", lw=1))
+        ax.set_xlim(-0.5, 31.5)
+        ax.set_ylim(31.5, -0.5)
+        ax.set_title(f"label {y[k]}", fontsize=8)
+        ax.set_xticks([])
+        ax.set_yticks([])
+    fig.suptitle("RAM's glimpse tracks on test canvases (reads numbered in order, 1 = centre; red box = the last "
+                 "read's finest patch; green dashed = the object)", fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
 def tracks_figure(net, test, n=8):
     """Test canvases with RAM's reads: the centre first, then the policy's (numbered), and the object's box."""
-    plt = pyplot()
     x, y, boxes = (a[:n] for a in test)
     net.eval()
     with mg.no_grad():
         net(x, boxes)
     net.train()
     locs = net.last_locations
-    fig, axes = plt.subplots(1, n, figsize=(1.8 * n, 2.2))
-    for k, ax in enumerate(axes):
-        ax.imshow(x[k], cmap="gray", vmin=0, vmax=1)
-        b = boxes[k]
-        ax.add_patch(plt.Rectangle((b[1] - 0.5, b[0] - 0.5), b[3], b[2], fill=False, ec="lime", lw=1, ls="--"))
-        pr, pc = loc_to_pixels(locs[k, :, 0], 32) - 0.5, loc_to_pixels(locs[k, :, 1], 32) - 0.5
-        ax.plot(pc, pr, "-", color="red", lw=1)
-        for t in range(len(pr)):
-            ax.annotate(str(t + 1), (pc[t], pr[t]), color="yellow", fontsize=7, ha="center", va="center")
-        s = net.size
-        ax.add_patch(plt.Rectangle((pc[-1] - s / 2, pr[-1] - s / 2), s, s, fill=False, ec="red", lw=1))
-        ax.set_xlim(-0.5, 31.5)
-        ax.set_ylim(31.5, -0.5)
-        ax.set_title(f"label {y[k]}", fontsize=8)
-        ax.set_xticks([])
-        ax.set_yticks([])
-    fig.suptitle("RAM's glimpse tracks on test canvases (1 = centre; red box = the last read's finest patch; "
-                 "green dashed = the object)", fontsize=8)
-    fig.tight_layout()
-    return fig
+    return draw_tracks(x, y, boxes, loc_to_pixels(locs[:, :, 0], 32), loc_to_pixels(locs[:, :, 1], 32), net.size)
 
 
 def main():
     args = parse_args("E10: the recurrent attention model on cluttered canvases. Over the 5-minute budget: the default "
-                      "run costs 612 CPU-s and 779 s of wall time on a 2-core machine with one other job (timed on "
-                      "2026-12-02, docs/examples/README.md); --quick runs in under a minute.", "ram", extra=add_flags)
+                      "run costs 387 CPU-s and 1293 s of wall time on a 2-core machine shared with other jobs "
+                      "(timed on 2026-12-02 at a load of about 5.7, docs/examples/README.md); "
+                      "--quick runs in under a minute.", "ram", extra=add_flags)
     if args.glimpses < 2:
         raise SystemExit("ram.py: --glimpses must be at least 2 (the first read is always at the centre)")
     report = Report(args, "ram", claim="a recurrent model that decides where to look next beats random and "

@@ -150,6 +150,40 @@ def plot_pairs(rows):
     return fig
 
 
+CLAIM = "factorised sparse patterns attend O(L sqrt L) pairs"
+
+
+def verdict(acc, quick):
+    """-> (claim, check lines, (headline, value, target, reached)), all from this run's accuracies.
+
+    The paper's two claims are each checked: strided best on periodic data, and fixed at least as good as
+    strided on non-periodic data. The claim says only what the numbers show, and `reached` is yes only if
+    every check that is part of the target says yes (the quick target is the periodic lead alone, > 0.2;
+    its line on the non-periodic data says it is not part of the quick target)."""
+    margin = acc["strided"]["periodic"] - max(acc["fixed"]["periodic"], acc["local"]["periodic"])
+    strided_wins = margin > 0
+    fixed_robust = acc["fixed"]["non-periodic"] >= acc["strided"]["non-periodic"]
+    shown = (["strided suits periodic data"] if strided_wins else
+             ["strided is not ahead on periodic data here"])
+    shown.append("fixed is the more robust without a period" if fixed_robust else
+                 "fixed is not ahead of strided without a period here")
+    yes = {True: "yes", False: "no"}
+    if quick:
+        lines = (f"Strided ahead of the best other pattern on periodic data by more than 0.2 (the quick target): "
+                 f"{yes[margin > 0.2]} ({margin:+.3f}). Fixed at least as good as strided on non-periodic data: "
+                 f"{yes[fixed_robust]} ({acc['fixed']['non-periodic']:.3f} vs {acc['strided']['non-periodic']:.3f}; "
+                 "not part of the quick target; the default run's target includes it).")
+        head = ("strided's periodic accuracy minus the best other pattern's", margin, "> 0.2", margin > 0.2)
+    else:
+        lines = (f"Strided best on periodic data (part of the target): {yes[margin > 0]} ({margin:+.3f}); "
+                 f"fixed at least as good as strided on non-periodic data (part of the target): {yes[fixed_robust]} "
+                 f"({acc['fixed']['non-periodic']:.3f} vs {acc['strided']['non-periodic']:.3f}).")
+        head = ("strided's periodic accuracy minus the best other pattern's (reached: strided best on "
+                "periodic and fixed >= strided on non-periodic)", margin, "> 0, and fixed >= strided off-period",
+                margin > 0 and fixed_robust)
+    return f"{CLAIM}; in this run, " + " and ".join(shown), lines, head
+
+
 def add_flags(p):
     p.add_argument("--steps", type=int, default=None, help="training steps per model")
     p.add_argument("--batch", type=int, default=32)
@@ -164,11 +198,11 @@ def add_flags(p):
 
 def main():
     args = parse_args("E7: strided vs fixed vs local sparse attention patterns. Over the 5-minute budget: the default "
-                      "run costs 307 CPU-s and 509 s of wall time on a 2-core machine with one other job (timed on "
-                      "2026-12-02, docs/examples/README.md); --quick runs in under a minute.", "sparse_patterns",
+                      "run costs 207 CPU-s and 354 s of wall time on a 2-core machine shared with other jobs "
+                      "(timed on 2026-12-02 at a load of about 3.2, docs/examples/README.md); "
+                      "--quick runs in under a minute.", "sparse_patterns",
                       extra=add_flags)
-    report = Report(args, "sparse_patterns", claim="factorised sparse patterns attend O(L sqrt L) pairs; strided "
-                    "suits periodic data, fixed is the more robust without a period")
+    report = Report(args, "sparse_patterns", claim=CLAIM)
     args.steps = args.steps or (200 if args.quick else 1500)
     if args.quick and args.batch == 32:
         args.batch = 16  # the quick run: smaller batches
@@ -188,17 +222,10 @@ def main():
     report.figure(plot_masks(), "masks.png", "every pattern as a mask, L = 32: the sliding window (plain, "
                   "dilated, with a global token) and the Sparse Transformer's strided, fixed and local patterns")
     report.figure(plot_pairs(pairs), "pairs.png", "attended pairs vs L: the sparse patterns grow as L sqrt L")
-    strided_wins = acc["strided"]["periodic"] >= max(acc["fixed"]["periodic"], acc["local"]["periodic"])
-    fixed_robust = acc["fixed"]["non-periodic"] >= acc["strided"]["non-periodic"]
-    report.text(f"Strided best on periodic data: {'yes' if strided_wins else 'no'}; fixed at least as good as "
-                f"strided on non-periodic data: {'yes' if fixed_robust else 'no'}.")
-    margin = acc["strided"]["periodic"] - max(acc["fixed"]["periodic"], acc["local"]["periodic"])
-    if args.quick:  # the quick run shows the periodic half: strided well ahead
-        report.headline("strided's periodic accuracy minus the best other pattern's", margin, "> 0.2", margin > 0.2)
-    else:
-        report.headline("strided's periodic accuracy minus the best other pattern's (reached: strided best on "
-                        "periodic and fixed >= strided on non-periodic)", margin,
-                        "> 0, and fixed >= strided off-period", margin > 0 and fixed_robust)
+    claim, lines, (headline, margin, target, reached) = verdict(acc, args.quick)
+    report.claim = claim
+    report.text(lines)
+    report.headline(headline, margin, target, reached)
     return report.save({"accuracy": acc, "pairs": [{k: r[k] for k in ("pattern", "L", "pairs")} for r in pairs]})
 
 

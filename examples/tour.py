@@ -4,12 +4,14 @@ python examples/tour.py [--out DIR] [--only NAME ...]
 
 Each example writes, under DIR/NAME/, its metrics.json, figures, section.md (its tables and figures) and
 headline.json (its headline number, the target its quick run must reach, and whether it did). The tour joins
-them into DIR/report.md (one section per example; image links are relative to DIR) and DIR/summary.json.
+them into DIR/report.md (one section per example; image links are relative to DIR) and DIR/summary.json
+(with each example's wall time and the CPU time of its process, start-up included).
 """
 import argparse
 import json
 import os
 import re
+import resource
 import subprocess
 import sys
 import time
@@ -40,6 +42,12 @@ EXAMPLES = [
     ("kv_heads", "grouped-query and multi-query heads: recall kept, KV cache cut by H / H_kv (E13)"),
     ("linear_recall", "linear vs softmax attention: recall accuracy, and time and memory against L (E14)"),
 ]
+
+
+def _child_cpu():
+    """CPU time (user + system) of the example processes run so far, start-up included."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 
 
 def _section(name, claim, folder, seconds, code):
@@ -74,11 +82,11 @@ def main():
             continue
         folder = os.path.join(args.out, name)
         print(f"\n=== {name} (quick) ===", flush=True)
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), _child_cpu()
         code = subprocess.call([sys.executable, os.path.join(HERE, f"{name}.py"), "--quick", "--out", folder])
         seconds = time.perf_counter() - start
         row = {"example": name, "headline": "", "value": None, "target": "", "reached": False,
-               "seconds": round(seconds, 1)}
+               "seconds": round(seconds, 1), "cpu_seconds": round(_child_cpu() - cpu, 1)}
         head_path = os.path.join(folder, "headline.json")
         if code == 0 and os.path.exists(head_path):
             with open(head_path) as f:
@@ -90,7 +98,7 @@ def main():
         sections.append(_section(name, claim, folder, seconds, code))
     total = time.perf_counter() - tour_start
 
-    cols = ["example", "headline", "value", "target", "reached", "seconds"]
+    cols = ["example", "headline", "value", "target", "reached", "seconds", "cpu_seconds"]
     shown = [dict(r, reached="yes" if r["reached"] else "NO") for r in summary]
     print(f"\n=== tour summary ({total:.0f} s) ===")
     print(format_table(shown, cols))

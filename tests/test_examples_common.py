@@ -48,7 +48,8 @@ def test_tour_writes_report_with_existing_image_links(tmp_path):
     assert links and all(os.path.exists(out / link) for link in links), links
     summary = json.loads((out / "summary.json").read_text())
     assert [s["example"] for s in summary] == ["moons"]
-    assert set(summary[0]) == {"example", "headline", "value", "target", "reached", "seconds"}
+    assert set(summary[0]) == {"example", "headline", "value", "target", "reached", "seconds", "cpu_seconds"}
+    assert 0 < summary[0]["cpu_seconds"] <= summary[0]["seconds"] * 2 + 1  # its process's CPU time
 
 
 def test_tour_rejects_unknown_example(tmp_path):

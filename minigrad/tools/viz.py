@@ -83,12 +83,17 @@ def _depths(order):
     return depth
 
 
-def draw_graph(tensor, path=None, grads=False, max_nodes=200):
+def draw_graph(tensor, path=None, grads=False, max_nodes=200, rankdir="LR"):
     """Draw the graph that made `tensor`, left to right; save to `path` (.png or .svg) or return the figure.
+
+    rankdir="TB" (graphviz's name) draws it top to bottom instead: a deep graph is then tall rather than wide,
+    which a page shows at a readable size.
 
     Past `max_nodes` nodes, the nodes of one op in one column are drawn as one box ("mul x12"), which folds
     the repeated structure of a model's layers and time steps into something readable.
     """
+    if rankdir not in ("LR", "TB"):
+        raise ValueError(f"draw_graph: rankdir must be 'LR' or 'TB', got {rankdir!r}")
     import matplotlib
     if path is not None:
         matplotlib.use("Agg")
@@ -109,9 +114,10 @@ def draw_graph(tensor, path=None, grads=False, max_nodes=200):
     for k in boxes:
         columns.setdefault(rank[first[k]], []).append(k)
     pos = {}
+    tb = rankdir == "TB"
     for col, keys in columns.items():
         for row, k in enumerate(keys):
-            pos[k] = (col, -(row - (len(keys) - 1) / 2))
+            pos[k] = (row - (len(keys) - 1) / 2, -col) if tb else (col, -(row - (len(keys) - 1) / 2))
     texts = {}
     for k, members in boxes.items():
         n = members[0]
@@ -123,6 +129,8 @@ def draw_graph(tensor, path=None, grads=False, max_nodes=200):
     col_in = 0.06 * chars + 0.7
     width = max(columns) + 1
     height = max(len(k) for k in columns.values())
+    if tb:  # a rank is a row; its boxes side by side
+        width, height = height, width
     fig = plt.figure(figsize=(min(col_in * width, 80), min(0.75 * height + 1.2, 60)))
     ax = fig.add_axes([0, 0, 1, 0.9])  # the whole width, so one data unit is one column of col_in inches
     half = {k: (0.06 * max(map(len, t.split("\n"))) + 0.3) / 2 / col_in for k, t in texts.items()}
@@ -133,7 +141,13 @@ def draw_graph(tensor, path=None, grads=False, max_nodes=200):
             continue
         seen.add((ka, kb))
         (x0, y0), (x1, y1) = pos[ka], pos[kb]
-        if x1 > x0:
+        if tb and y1 < y0:
+            ax.annotate("", xy=(x1, y1 + 0.3), xytext=(x0, y0 - 0.3),
+                        arrowprops=dict(arrowstyle="->", color="gray", lw=0.8))
+        elif tb:
+            ax.annotate("", xy=(x1 + half[kb], y1), xytext=(x0 + half[ka], y0),
+                        arrowprops=dict(arrowstyle="->", color="tab:red", lw=0.8, connectionstyle="arc3,rad=-0.4"))
+        elif x1 > x0:
             ax.annotate("", xy=(x1 - half[kb], y1), xytext=(x0 + half[ka], y0),
                         arrowprops=dict(arrowstyle="->", color="gray", lw=0.8))
         else:  # a folded loop (layer k feeds layer k+1 of the same kind): a back edge, curved below
@@ -144,8 +158,12 @@ def draw_graph(tensor, path=None, grads=False, max_nodes=200):
         x, y = pos[k]
         ax.text(x, y, texts[k], ha="center", va="center", fontsize=7, family="monospace",
                 bbox=dict(boxstyle="round", fc=colours.get(_kind(members[0]), "#fff2cc"), ec="gray"))
-    ax.set_xlim(-0.5, width - 0.5)
-    ax.set_ylim(-height / 2 - 0.5, height / 2 + 0.5)
+    if tb:
+        ax.set_xlim(-width / 2, width / 2)
+        ax.set_ylim(-height + 0.5, 0.5)
+    else:
+        ax.set_xlim(-0.5, width - 0.5)
+        ax.set_ylim(-height / 2 - 0.5, height / 2 + 0.5)
     ax.axis("off")
     ax.set_title(f"graph of a {'x'.join(map(str, tensor.shape)) or 'scalar'} tensor: {len(order)} nodes"
                  + (f" (folded into {len(boxes)} boxes: one per op, shape and dtype)" if collapse else ""),
