@@ -24,8 +24,9 @@ def _freed(g):
 # ---- the reference walk: read this first ----------------------------------------------------------
 
 
-def _topo(root):
-    """Every node that feeds `root` (root included), each after all of its inputs; no recursion."""
+def _topo(root, stop=()):
+    """Every node that feeds `root` (root included), each after all of its inputs; no recursion. The walk
+    does not go above a node in `stop` (higher.py's partial walks stop at their inputs)."""
     order, visited, stack = [], set(), [(root, False)]
     while stack:
         node, inputs_done = stack.pop()
@@ -36,7 +37,8 @@ def _topo(root):
             continue
         visited.add(node)
         stack.append((node, True))  # comes back once every input above it is done
-        stack.extend((p, False) for p in node._parents if p not in visited)
+        if node not in stop:
+            stack.extend((p, False) for p in node._parents if p not in visited)
     return order
 
 

@@ -17,7 +17,7 @@ import numpy as np
 from . import grad_mode as _gm
 from . import hooks as _hooks
 from . import versions as _versions
-from .backward import Scatter, _check_alive, _freed, _unbroadcast
+from .backward import Scatter, _check_alive, _freed, _topo, _unbroadcast
 from .versions import _check_versions
 
 VJPS = {}  # op name -> vjp(node, g): one Tensor (or None) per parent, each shaped like it or broadcast to g
@@ -33,6 +33,15 @@ def register_vjp(op, rule):
     """
     VJPS[op] = rule
     return rule
+
+
+def vjp_rule(*ops):
+    """Decorator: register the decorated function as the rule of each op name in `ops` (register_vjp)."""
+    def deco(fn):
+        for op in ops:
+            register_vjp(op, fn)
+        return fn
+    return deco
 
 
 def _own_closure(node):
@@ -80,23 +89,6 @@ def _no_rule(node, g=None):
     raise RuntimeError(f"double backward: op '{node._op}' has no differentiable backward yet, so a gradient "
                        f"through it cannot carry a graph (create_graph=True); its first-order gradient works. "
                        f"Write it in Tensor ops and give it with minigrad.autograd.register_vjp('{node._op}', rule)")
-
-
-def _topo(root, stop):
-    """Every node feeding `root` (root included), each after all of its inputs, not going above `stop`."""
-    order, visited, stack = [], set(), [(root, False)]
-    while stack:
-        node, inputs_done = stack.pop()
-        if inputs_done:
-            order.append(node)
-            continue
-        if node in visited:
-            continue
-        visited.add(node)
-        stack.append((node, True))
-        if node not in stop:
-            stack.extend((p, False) for p in node._parents if p not in visited)
-    return order
 
 
 def _sum_to(g, shape):

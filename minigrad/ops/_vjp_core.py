@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from ..autograd.higher import captured, has_captured, register_vjp
+from ..autograd.higher import captured, has_captured, vjp_rule as _rule
 from ..tensor import Tensor, make_node
 from . import arithmetic as A
 from . import elementwise as E
@@ -22,15 +22,6 @@ from . import shape as S
 def _c(x, dtype=None):
     """A constant Tensor (no grad)."""
     return Tensor(np.asarray(x) if dtype is None else np.asarray(x, dtype))
-
-
-def _rule(*ops):
-    """Register the decorated function as the rule of each op name in `ops`."""
-    def deco(fn):
-        for op in ops:
-            register_vjp(op, fn)
-        return fn
-    return deco
 
 
 # ---- arithmetic -----------------------------------------------------------------------------------

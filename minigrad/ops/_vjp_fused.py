@@ -8,7 +8,7 @@ its own (`_rstd`) whose rule needs only that value. See _vjp_core.py.
 """
 import numpy as np
 
-from ..autograd.higher import captured, recompute_vjp, register_vjp
+from ..autograd.higher import captured, recompute_vjp, vjp_rule as _rule
 from ..tensor import Tensor, make_node
 from . import arithmetic as A
 from . import elementwise as E
@@ -16,15 +16,6 @@ from . import fused as F
 from . import linalg as L
 from . import reduce as R
 from . import shape as S
-
-
-def _rule(*ops):
-    """Register the decorated function as the rule of each op name in `ops`."""
-    def deco(fn):
-        for op in ops:
-            register_vjp(op, fn)
-        return fn
-    return deco
 
 
 @_rule("softmax")

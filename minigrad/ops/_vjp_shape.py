@@ -8,21 +8,12 @@ other's backward, so an indexing gradient can be differentiated to any order. Se
 import numpy as np
 
 from ..autograd.backward import Scatter
-from ..autograd.higher import captured, has_captured, register_vjp
+from ..autograd.higher import captured, has_captured, vjp_rule as _rule
 from ..tensor import Tensor, make_node
 from . import arithmetic as A
 from . import linalg as L
 from . import reduce as R
 from . import shape as S
-
-
-def _rule(*ops):
-    """Register the decorated function as the rule of each op name in `ops`."""
-    def deco(fn):
-        for op in ops:
-            register_vjp(op, fn)
-        return fn
-    return deco
 
 
 # ---- indexing: scatter and take, each the other's backward ---------------------------------------
