@@ -12,6 +12,7 @@ Recipe (default): 64 keys, 16 values, 1,000 held-out rows; Adam 3e-3, 800 steps 
 --quick: 200 steps, L = 256, 1024. Writes its PNG figures, metrics.json, section.md and headline.json under --out.
 """
 from common import Progress, Report, parse_args, positive_int, pyplot
+from plots import length_axes
 
 import numpy as np
 
@@ -73,12 +74,7 @@ def plot_cost(rows):
         axes[0].plot([r["L"] for r in rs], [r["seconds"] * 1e3 for r in rs], "o-", label=kind)
         axes[1].plot([r["L"] for r in rs], [r["peak_mb"] for r in rs], "o-", label=kind)
     for ax, lab in zip(axes, ("forward + backward (ms)", "peak traced memory (MB)")):
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xlabel("sequence length L")
-        ax.set_ylabel(lab)
-        ax.grid(alpha=0.3, which="both")
-        ax.legend(fontsize=8)
+        length_axes(ax, lab)
     fig.suptitle("causal attention, one head, d = 64, float32", fontsize=9)
     fig.tight_layout()
     return fig

@@ -14,6 +14,7 @@ python examples/local_attention.py [--quick] [--seed N] [--out DIR]
 Writes its PNG figures, metrics.json (its headline numbers), section.md and headline.json under --out.
 """
 from common import Progress, Report, parse_args, pyplot
+from plots import length_axes
 
 import numpy as np
 
@@ -196,12 +197,7 @@ def plot_scaling(rows):
             axes[0].plot([r["L"]], [dense_estimate_mb(r["L"])], "x", color="gray")
             axes[0].annotate("dense: not run\n(estimate)", (r["L"], dense_estimate_mb(r["L"])), fontsize=7)
     for ax, name in zip(axes, ("peak memory over baseline (MB)", "forward + backward (s, wall)")):
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xlabel("sequence length L")
-        ax.set_ylabel(name)
-        ax.grid(alpha=0.3, which="both")
-        ax.legend(fontsize=8)
+        length_axes(ax, name)
     axes[0].set_title("memory: window/efficient linear in L, dense quadratic", fontsize=9)
     axes[1].set_title("time (one head, d = 64, float32, a fresh process each)", fontsize=9)
     fig.tight_layout()

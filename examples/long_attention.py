@@ -11,6 +11,7 @@ python examples/long_attention.py [--quick] [--seed N] [--out DIR]
 Writes its PNG figures, metrics.json (its headline numbers), section.md and headline.json under --out.
 """
 from common import Report, parse_args, pyplot
+from plots import length_axes
 
 import math
 
@@ -92,13 +93,8 @@ def plot_memory(rows):
         for r in (r for r in rows if r["path"] == path and r["peak_mb"] is None):
             ax.plot([r["L"]], [dense_estimate_mb(r["L"])], "x", color="gray")
             ax.annotate("naive: not run (estimate)", (r["L"], dense_estimate_mb(r["L"])), fontsize=7, ha="right")
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xlabel("sequence length L")
-    ax.set_ylabel("peak memory over baseline (MB)")
+    length_axes(ax, "peak memory over baseline (MB)")
     ax.set_title("forward + backward, one head, d = 64, float32 (fresh process each)", fontsize=9)
-    ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
 

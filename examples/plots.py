@@ -83,6 +83,16 @@ def learning_curves(curves, title="learning curves", xlabel="training step", yla
     return fig
 
 
+def length_axes(ax, ylabel):
+    """An axis for a cost against the sequence length (E6, E11, E14): log2 L, log cost, grid and legend."""
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("sequence length L")
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8)
+
+
 def grad_norms(history, title="gradient norm per layer", xlabel="training step"):
     """history: {layer name: (steps, norms)}; one line per layer on a log scale."""
     return learning_curves(history, title=title, xlabel=xlabel, ylabel="gradient L2 norm", logy=True)
