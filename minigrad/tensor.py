@@ -141,14 +141,7 @@ class Tensor(Interop):
             grad = grad.data if isinstance(grad, Tensor) else np.asarray(grad, dtype=self.dtype)
             if grad.shape != self.shape:
                 raise ValueError(f"backward: grad of shape {grad.shape} does not match the output's shape {self.shape}")
-        try:
-            run_backward(self, grad, retain_graph)
-        except ValueError as e:  # zip(strict=True) in the walk: a backward gave the wrong number of gradients
-            if not str(e).startswith("zip() argument 2 is"):
-                raise
-            many = "more" if "longer" in str(e) else "fewer"
-            raise ValueError(f"backward: an op's backward closure returned {many} gradients than the op has "
-                             f"parents; make_node needs exactly one per parent (None for none)") from None
+        run_backward(self, grad, retain_graph)
 
     def register_hook(self, hook):
         """hook(grad) runs each time a gradient reaches this tensor and may return a replacement; returns a

@@ -424,3 +424,20 @@ def test_W4_chained_schedules_resume_bit_exact(tmp_path):
     o, s1, s2 = build()
     o.load_state_dict(ck["o"]); s1.load_state_dict(ck["s1"]); s2.load_state_dict(ck["s2"])  # noqa: E702
     assert first + [advance(o, s1, s2, k) for k in range(5, 10)] == straight
+
+
+@pytest.mark.parametrize("walk", ["fast", "reference", "grad"])
+def test_B1_every_walk_names_the_op_whose_backward_gave_the_wrong_count(walk):
+    x = _t([1., 2.], True)
+    run = {"fast": lambda t: t.backward(), "reference": mg.autograd.reference_backward,
+           "grad": lambda t: mg.autograd.grad(t, [x])}[walk]
+    for grads, many in (((lambda g: (g, g)), "more"), ((lambda g: ()), "fewer")):
+        y = mg.make_node(x.data * 2, (x,), grads, "two")
+        with pytest.raises(ValueError, match=f"op 'two' returned {many} gradients than the op has parents"):
+            run(y.sum())
+
+    def user_error(g):
+        raise ValueError("the closure's own error")
+    y = mg.make_node(x.data * 2, (x,), user_error, "own")
+    with pytest.raises(ValueError, match="the closure's own error"):  # not mistaken for a count error
+        run(y.sum())

@@ -42,6 +42,14 @@ def _topo(root, stop=()):
     return order
 
 
+def _count_error(op, pgrads, parents):
+    """make_node's contract is one gradient (or None) per parent: the error for a backward that broke it."""
+    many = "more" if len(pgrads) > len(parents) else "fewer"
+    return ValueError(f"backward: the backward closure of op '{op}' returned {many} gradients than the op has "
+                      f"parents ({len(pgrads)} for {len(parents)}); make_node needs exactly one per parent "
+                      f"(None for none)")
+
+
 def _check_alive(root, what):
     if root._backward is _freed:
         raise RuntimeError(f"{what}: this tensor's graph was freed by backward(); call "
@@ -60,7 +68,10 @@ def node_grads(root, grad=None):
         g = grads.get(node)
         if g is None or node._backward is None:  # a leaf, or a node no gradient reaches
             continue
-        for p, pg in zip(node._parents, node._backward(g), strict=True):
+        pgrads = node._backward(g)
+        if len(pgrads) != len(node._parents):
+            raise _count_error(node._op, pgrads, node._parents)
+        for p, pg in zip(node._parents, pgrads):
             if pg is None or not p.requires_grad:
                 continue
             if type(pg) is Scatter:             # indexing hands back "g at these places"
@@ -189,83 +200,89 @@ def run_backward(root, grad, retain_graph=False):
     grads = {root: grad}
     owned = set()
     ready = [root]
-    while ready:
-        node = ready.pop()
-        g = grads.pop(node, None)
-        backward, parents = node._backward, node._parents
-        if not retain_graph:  # safe: every edge into this node has been counted, nothing walks it again
-            node._backward, node._parents = _freed, ()
-        # g is None when every child sent None: the node still has to release its parents
-        if g is None:
-            pgrads, g_owned = (None,) * len(parents), False
-        else:
-            # only big buffers are worth it (and a tiny one costs no page faults); a NumPy scalar has size 1
-            if node in owned:  # (dropped from the set at once: the walk keeps no node it has passed alive)
-                owned.discard(node)
-                g_owned = g.size >= _IN_PLACE_MIN_SIZE
+    pgrads = parents = ()
+    try:  # (costs nothing until it catches)
+        while ready:
+            node = ready.pop()
+            g = grads.pop(node, None)
+            backward, parents, pgrads = node._backward, node._parents, None  # (None: this node's not back yet)
+            if not retain_graph:  # safe: every edge into this node has been counted, nothing walks it again
+                node._backward, node._parents = _freed, ()
+            # g is None when every child sent None: the node still has to release its parents
+            if g is None:
+                pgrads, g_owned = (None,) * len(parents), False
             else:
-                g_owned = False
-            if g_owned and getattr(backward, "__code__", None) in _IN_PLACE:
-                pgrads = backward(g, True)  # g is this node's own buffer: the closure may work in it
-            else:
-                pgrads = backward(g)
-        for p, pg in zip(parents, pgrads, strict=True):  # one gradient per parent (B1)
-            if not p.requires_grad:
-                continue
-            if pg is None:  # nothing to add; an interior node still counts this edge as done
-                if p._backward is None:
-                    continue
-            elif type(pg) is Scatter:
-                if p._backward is None:
-                    _into_leaf(p, pg, fresh=False)
-                    continue
-                prev = grads.get(p)
-                if prev is not None and p in owned and type(prev) is np.ndarray:
-                    pg.add_into(prev)
+                # only big buffers are worth it (and a tiny one costs no page faults); a NumPy scalar has size 1
+                if node in owned:  # (dropped from the set at once: the walk keeps no node it has passed alive)
+                    owned.discard(node)
+                    g_owned = g.size >= _IN_PLACE_MIN_SIZE
                 else:
-                    dense = pg.dense(p.data.shape, p.data.dtype)
-                    if prev is not None:
-                        dense += prev
-                    grads[p] = dense
-                    owned.add(p)
-            else:
-                pd = p.data
-                if pg.shape != pd.shape:
-                    pg = _unbroadcast(pg, pd.shape, node._op)
-                    fresh = True
-                elif pg.base is None and pg is not g:
-                    fresh = True
-                else:  # g itself or a view may be shared, unless g was this node's own and it has one parent
-                    # (a read-only view, such as sum's np.broadcast_to of g, is never adopted: += would fail)
-                    fresh = g_owned and len(parents) == 1 and (
-                        pg is g or pg.base is (g if g.base is None else g.base)) and pg.flags.writeable
-                if pg.dtype is not pd.dtype and pg.dtype != pd.dtype:
-                    pg, fresh = pg.astype(pd.dtype), True
-                if p._backward is None:  # a leaf: _into_leaf's array cases, inlined (a fresh array is adopted)
-                    lg = p.grad
-                    if lg is None:
-                        p.grad = pg if fresh and type(pg) is np.ndarray else np.array(pg)
-                    elif type(lg) is np.ndarray:
-                        lg += pg  # the engine made (or adopted) lg, so it may add in place
+                    g_owned = False
+                if g_owned and getattr(backward, "__code__", None) in _IN_PLACE:
+                    pgrads = backward(g, True)  # g is this node's own buffer: the closure may work in it
+                else:
+                    pgrads = backward(g)
+            for p, pg in zip(parents, pgrads, strict=True):  # one gradient per parent (B1)
+                if not p.requires_grad:
+                    continue
+                if pg is None:  # nothing to add; an interior node still counts this edge as done
+                    if p._backward is None:
+                        continue
+                elif type(pg) is Scatter:
+                    if p._backward is None:
+                        _into_leaf(p, pg, fresh=False)
+                        continue
+                    prev = grads.get(p)
+                    if prev is not None and p in owned and type(prev) is np.ndarray:
+                        pg.add_into(prev)
                     else:
-                        _into_leaf(p, pg, fresh)
-                    continue
-                prev = grads.get(p)
-                if prev is None:
-                    grads[p] = pg
-                    if fresh:
+                        dense = pg.dense(p.data.shape, p.data.dtype)
+                        if prev is not None:
+                            dense += prev
+                        grads[p] = dense
                         owned.add(p)
-                elif p in owned and type(prev) is np.ndarray:
-                    prev += pg  # safe: the engine made prev and handed it to no one yet
                 else:
-                    grads[p] = prev + pg  # the reference walk's sum, in a new buffer the engine owns
-                    owned.add(p)
-            n = pending[p] - 1
-            if n:
-                pending[p] = n
-            else:  # ready; forgotten here, so a node the walk has passed is freed (checkpointing relies on it)
-                del pending[p]
-                ready.append(p)
+                    pd = p.data
+                    if pg.shape != pd.shape:
+                        pg = _unbroadcast(pg, pd.shape, node._op)
+                        fresh = True
+                    elif pg.base is None and pg is not g:
+                        fresh = True
+                    else:  # g itself or a view may be shared, unless g was this node's own and it has one parent
+                        # (a read-only view, such as sum's np.broadcast_to of g, is never adopted: += would fail)
+                        fresh = g_owned and len(parents) == 1 and (
+                            pg is g or pg.base is (g if g.base is None else g.base)) and pg.flags.writeable
+                    if pg.dtype is not pd.dtype and pg.dtype != pd.dtype:
+                        pg, fresh = pg.astype(pd.dtype), True
+                    if p._backward is None:  # a leaf: _into_leaf's array cases, inlined (a fresh array is adopted)
+                        lg = p.grad
+                        if lg is None:
+                            p.grad = pg if fresh and type(pg) is np.ndarray else np.array(pg)
+                        elif type(lg) is np.ndarray:
+                            lg += pg  # the engine made (or adopted) lg, so it may add in place
+                        else:
+                            _into_leaf(p, pg, fresh)
+                        continue
+                    prev = grads.get(p)
+                    if prev is None:
+                        grads[p] = pg
+                        if fresh:
+                            owned.add(p)
+                    elif p in owned and type(prev) is np.ndarray:
+                        prev += pg  # safe: the engine made prev and handed it to no one yet
+                    else:
+                        grads[p] = prev + pg  # the reference walk's sum, in a new buffer the engine owns
+                        owned.add(p)
+                n = pending[p] - 1
+                if n:
+                    pending[p] = n
+                else:  # ready; forgotten here, so a node the walk has passed is freed (checkpointing relies on it)
+                    del pending[p]
+                    ready.append(p)
+    except ValueError:
+        if pgrads is not None and len(pgrads) != len(parents):  # zip(strict=True): not one gradient a parent
+            raise _count_error(node._op, pgrads, parents) from None
+        raise
 
 
 def _into_leaf(leaf, g, fresh):

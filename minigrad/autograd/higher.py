@@ -17,7 +17,7 @@ import numpy as np
 from . import grad_mode as _gm
 from . import hooks as _hooks
 from . import versions as _versions
-from .backward import Scatter, _check_alive, _freed, _topo, _unbroadcast
+from .backward import Scatter, _check_alive, _count_error, _freed, _topo, _unbroadcast
 from .versions import _check_versions
 
 VJPS = {}  # op name -> vjp(node, g): one Tensor (or None) per parent, each shaped like it or broadcast to g
@@ -110,8 +110,10 @@ def _sum_to(g, shape):
 
 def _array_vjp(node, g):
     """The first-order step: the node's array closure, its Scatters made dense, wrapped as constant Tensors."""
-    out = []
-    for p, pg in zip(node._parents, node._backward(g.data)):
+    out, pgrads = [], node._backward(g.data)
+    if len(pgrads) != len(node._parents):
+        raise _count_error(node._op, pgrads, node._parents)
+    for p, pg in zip(node._parents, pgrads):
         if pg is None or not p.requires_grad:
             out.append(None)
             continue
