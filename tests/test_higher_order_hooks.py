@@ -45,3 +45,12 @@ def test_double_backward_reads_captured_constants_through_a_wrapped_closure(wrap
         g.sum().backward()
     np.testing.assert_allclose(g.data, 18 * _x(), rtol=1e-12)
     np.testing.assert_allclose(np.asarray(getattr(x.grad, "data", x.grad)), np.full(3, 18.0), rtol=1e-12)
+
+
+@pytest.mark.parametrize("create_graph", [False, True])
+def test_a_hook_that_changes_the_gradient_shape_is_refused_in_both_walks(create_graph):
+    x = mg.tensor(_x(), requires_grad=True)
+    y = x.tanh()
+    y.register_hook(lambda g: g[:2])
+    with pytest.raises(RuntimeError, match=r"has changed the gradient's shape: expected \(3,\), got \(2,\)"):
+        mg.autograd.grad((y ** 2).sum(), [x], create_graph=create_graph)

@@ -60,17 +60,22 @@ def _entry(t, table):
     return h
 
 
+def _check_shape(fn, new, shape):
+    """A hook's replacement gradient must keep the gradient's shape."""
+    got = np.shape(getattr(new, "data", new))
+    if got != shape:
+        raise RuntimeError(f"hook {getattr(fn, '__name__', fn)!r} has changed the gradient's shape: "
+                           f"expected {shape}, got {got}")
+
+
 def _run(hooks, g, shape, dtype):
     """Apply the hooks in order to a copy of g; a hook's non-None return replaces it (checked)."""
     g = np.array(g)
     for fn in list(hooks.values()):
         new = fn(g)
         if new is not None:
-            new = np.asarray(getattr(new, "data", new))
-            if new.shape != shape:
-                raise RuntimeError(f"hook {getattr(fn, '__name__', fn)!r} has changed the gradient's shape: "
-                                   f"expected {shape}, got {new.shape}")
-            g = new.astype(dtype, copy=False)
+            _check_shape(fn, new, shape)
+            g = np.asarray(getattr(new, "data", new)).astype(dtype, copy=False)
     return g
 
 
@@ -106,9 +111,7 @@ def run_on_tensor(t, g):
     for fn in list(hooks.values()):
         new = fn(g)
         if new is not None:
-            if tuple(np.shape(getattr(new, "data", new))) != t.data.shape:
-                raise RuntimeError(f"hook {getattr(fn, '__name__', fn)!r} has changed the gradient's shape: "
-                                   f"expected {t.data.shape}, got {np.shape(getattr(new, 'data', new))}")
+            _check_shape(fn, new, t.data.shape)
             g = new if hasattr(new, "_parents") else type(g)(np.asarray(new, dtype=t.data.dtype))
     if hooks.retains and t._backward is not None:
         t.grad = g if t.grad is None else t.grad + g
