@@ -28,14 +28,6 @@ def _activation(name):
     return name
 
 
-def _path(attention, window, dilation, dropout):
-    """MultiHeadAttention's path arguments; the fast paths have no weight dropout, so it must be 0 for them."""
-    if attention != "dense" and dropout:
-        raise ValueError(f"attention={attention!r} needs dropout=0.0 (it never builds the weights to drop), "
-                         f"got dropout={dropout}")
-    return {"attention": attention, "window": window, "dilation": dilation}
-
-
 class _FeedForward(Module):
     """The MLP half of a layer, for subclasses: linear1 -> act -> dropout -> linear2."""
 
@@ -74,8 +66,8 @@ class TransformerEncoderLayer(_FeedForward):
         """attention / window / dilation: the self-attention's path (see MultiHeadAttention); same state dict."""
         super().__init__()
         self._init_order(norm_first, batch_first)
-        self.self_attn = MultiHeadAttention(d_model, nhead, dropout=dropout, bias=bias, **_path(attention, window,
-                                                                                                 dilation, dropout))
+        self.self_attn = MultiHeadAttention(d_model, nhead, dropout=dropout, bias=bias, attention=attention,
+                                            window=window, dilation=dilation)
         self._init_ff(d_model, dim_feedforward, dropout, activation, bias)
         self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
         self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
@@ -106,11 +98,10 @@ class TransformerDecoderLayer(_FeedForward):
         (a window over the memory has no meaning)."""
         super().__init__()
         self._init_order(norm_first, batch_first)
-        self.self_attn = MultiHeadAttention(d_model, nhead, dropout=dropout, bias=bias, **_path(attention, window,
-                                                                                                 dilation, dropout))
+        self.self_attn = MultiHeadAttention(d_model, nhead, dropout=dropout, bias=bias, attention=attention,
+                                            window=window, dilation=dilation)
         cross = "efficient" if attention == "efficient" else "dense"
-        self.multihead_attn = MultiHeadAttention(d_model, nhead, dropout=dropout, bias=bias,
-                                                 **_path(cross, None, 1, dropout))
+        self.multihead_attn = MultiHeadAttention(d_model, nhead, dropout=dropout, bias=bias, attention=cross)
         self._init_ff(d_model, dim_feedforward, dropout, activation, bias)
         self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
         self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
