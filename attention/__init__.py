@@ -29,3 +29,17 @@ from .cache import KVCache  # noqa: F401
 from . import double_backward  # noqa: F401  (the kernels' rules for create_graph=True)
 from .glimpse import (HardGlimpseNet, PatchGrid, RecurrentAttentionModel, SoftGlimpseNet, conv2d,  # noqa: F401
                       glimpse_sensor)
+
+# the package's API: the names above (modules excepted); each module's own __all__ says what it offers
+__all__ = ("masked_softmax", "scaled_dot_product_attention", "attended_pairs", "causal_mask", "fixed_mask",
+           "generate_square_subsequent_mask", "global_token_mask", "key_padding_to_attn_mask",
+           "padding_mask_from_lengths", "sliding_window_mask", "sliding_window_reference_mask", "strided_mask",
+           "MultiHeadAttention", "SCORES", "AdditiveScore", "Attention", "CosineScore", "DotScore", "GeneralScore",
+           "ScaledDotScore", "Score", "dot_score", "make_score", "scaled_dot_score", "LearnedPositionalEncoding",
+           "SinusoidalPositionalEncoding", "TransformerDecoder", "TransformerDecoderLayer", "TransformerEncoder",
+           "TransformerEncoderLayer", "sinusoidal_table", "Seq2Seq", "Categorical", "Normal", "Rollout",
+           "fifty_percent_trick", "gumbel_softmax", "hard_attention", "policy_input", "MovingAverageBaseline",
+           "Trainer", "ValueBaseline", "hybrid_loss", "make_baseline", "reinforce_loss", "fixed_attention",
+           "sliding_window_attention", "LocalScore", "LuongLocalAttention", "memory_efficient_attention",
+           "RotaryEmbedding", "alibi_bias", "alibi_slopes", "apply_rotary", "linear_attention", "KVCache",
+           "HardGlimpseNet", "PatchGrid", "RecurrentAttentionModel", "SoftGlimpseNet", "conv2d", "glimpse_sensor")

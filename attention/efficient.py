@@ -1,16 +1,17 @@
 """Exact attention in O(L * chunk) memory: the chunked online softmax of Rabe & Staats 2021 ("Self-attention
 does not need O(n^2) memory") and FlashAttention's backward (Dao et al. 2022), in NumPy.
 """
-import math
-
 import numpy as np
 
 from minigrad import Tensor, make_node
 from minigrad.ops import as_tensor
 
 from ._nonfinite import any_nonfinite, masked_matmul, quiet
-from .functional import check_qkv
-from .masks import prepare_masks
+from .functional import check_qkv, default_scale
+from .masks import check_int, prepare_masks
+
+# the API; attend_chunked, the node on checked arguments, is shared with multihead.py, not API
+__all__ = ("memory_efficient_attention",)
 
 # Forward: the keys are read chunk by chunk; each query row keeps a running max m, a running sum l of
 # exp(s - m) and a running output acc, rescaled by exp(m_old - m_new) when the max grows. Only the output and
@@ -169,20 +170,19 @@ def memory_efficient_attention(query, key, value, attn_mask=None, is_causal=Fals
     """
     fn = "memory_efficient_attention"
     q, k, v = as_tensor(query), as_tensor(key), as_tensor(value)
-    if isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1:
-        raise ValueError(f"{fn}: chunk_size must be an integer >= 1, got {chunk_size!r}")
-    shape = check_qkv(q, k, v)
+    chunk_size = check_int("chunk_size", chunk_size, 1, fn)
+    shape = check_qkv(q, k, v, fn)
     if is_causal and attn_mask is not None:
         raise ValueError(f"{fn}: give attn_mask or is_causal=True, not both "
                          f"(fold the causal rule into attn_mask with attention.causal_mask)")
     allowed, bias = (None, None) if is_causal else prepare_masks(attn_mask, False, shape, q.dtype)
-    return attend_chunked(q, k, v, allowed, bias, is_causal, scale, int(chunk_size))
+    return attend_chunked(q, k, v, allowed, bias, is_causal, scale, chunk_size)
 
 
 def attend_chunked(q, k, v, allowed, bias, is_causal, scale, chunk_size):
     """The node of memory_efficient_attention on checked arguments: an allowed bool array and/or a float bias
     Tensor, and/or the causal rule (MultiHeadAttention passes key padding and is_causal together)."""
-    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+    scale = default_scale(q.shape[-1]) if scale is None else float(scale)
     masked = allowed is not None or is_causal
     dirty = masked and any_nonfinite(q.data, k.data, v.data)  # the path, chosen once: the non-finite twin or not
     ch = _Chunks(q.data * scale, k.data, allowed, None if bias is None else bias.data, is_causal, chunk_size)

@@ -15,6 +15,10 @@ from ._nonfinite import any_nonfinite, masked_matmul, quiet
 from .masks import (as_bool_mask, as_mask_array, causal_mask, check_broadcast, key_padding_to_attn_mask,  # noqa: F401
                     padding_mask_from_lengths, prepare_masks)
 
+# the API; shared with the other kernels and modules, not API: check_qkv, default_scale,
+# sdpa_forward, sdpa_backward, attend, attend_grouped, gqa_groups, group_heads, ungroup_heads
+__all__ = ("scaled_dot_product_attention", "masked_softmax", "reference_sdpa", "repeat_kv")
+
 # PyTorch's torch.nn.functional.scaled_dot_product_attention is the reference ("attn_weight = softmax(Q K^T *
 # scale + bias) V"), except that masked scores are *selected out* (np.where), never added: a row with nothing
 # to attend (every row when there are no keys, S = 0) gives zeros, and a NaN/inf in a masked position cannot
@@ -196,28 +200,34 @@ def _backward_weights_masked(gp, cache, scale, need):
 
 # ---- argument checks ---------------------------------------------------------------------------------
 
-def check_qkv(q, k, v):
-    """Check query (..., L, E), key (..., S, E), value (..., S, Ev) (floating, one dtype); -> scores' shape."""
+def check_qkv(q, k, v, who="scaled_dot_product_attention"):
+    """Check query (..., L, E), key (..., S, E), value (..., S, Ev) (floating, one dtype) for the function `who`
+    (every attention kernel's one check); -> the scores' shape (..., L, S)."""
     for name, t in (("query", q), ("key", k), ("value", v)):
         if t.ndim < 2:
-            raise ValueError(f"scaled_dot_product_attention: {name} must be (..., N, E), got shape {t.shape}")
+            raise ValueError(f"{who}: {name} must be (..., N, E), got shape {t.shape}")
         if t.dtype.kind != "f":
-            raise TypeError(f"scaled_dot_product_attention: {name} must be floating, got dtype {t.dtype}")
+            raise TypeError(f"{who}: {name} must be floating, got dtype {t.dtype}")
     if not q.dtype == k.dtype == v.dtype:
-        raise TypeError(f"scaled_dot_product_attention: query, key and value must share a dtype, "
-                        f"got {q.dtype}, {k.dtype}, {v.dtype}")
+        raise TypeError(f"{who}: query, key and value must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
     if q.shape[-1] != k.shape[-1]:
-        raise ValueError(f"scaled_dot_product_attention: query (..., L, E) and key (..., S, E) must share E, "
+        raise ValueError(f"{who}: query (..., L, E) and key (..., S, E) must share E, "
                          f"got query {q.shape} and key {k.shape}")
     if k.shape[-2] != v.shape[-2]:
-        raise ValueError(f"scaled_dot_product_attention: key (..., S, E) and value (..., S, Ev) must share S, "
+        raise ValueError(f"{who}: key (..., S, E) and value (..., S, Ev) must share S, "
                          f"got key {k.shape} and value {v.shape}")
     try:
         batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     except ValueError:
-        raise ValueError(f"scaled_dot_product_attention: batch dims of query {q.shape}, key {k.shape} and "
-                         f"value {v.shape} do not broadcast") from None
+        raise ValueError(f"{who}: batch dims of query {q.shape}, key {k.shape} and value {v.shape} do not "
+                         f"broadcast") from None
     return batch + (q.shape[-2], k.shape[-2])  # the scores' shape (..., L, S)
+
+
+def default_scale(E):
+    """The scores' default scale, 1/sqrt(E) (Vaswani et al. 2017); E = 0 gives 1: every score is then an empty
+    sum, 0, whatever the scale (uniform weights, as torch), not 1 / 0."""
+    return 1.0 / math.sqrt(E) if E else 1.0
 
 
 # ---- public API ------------------------------------------------------------------------------------
@@ -272,8 +282,7 @@ def reference_sdpa(query, key, value, attn_mask=None, is_causal=False, scale=Non
         groups = gqa_groups(q, k, v)
         k, v = repeat_kv(k, groups), repeat_kv(v, groups)
     allowed, bias = prepare_masks(attn_mask, is_causal, check_qkv(q, k, v), q.dtype)
-    E = q.shape[-1]
-    scale = (1.0 / math.sqrt(E) if E else 1.0) if scale is None else float(scale)
+    scale = default_scale(q.shape[-1]) if scale is None else float(scale)
     s = (q @ k.swapaxes(-1, -2)) * scale                                  # (..., L, S)
     if bias is not None:
         s = s + bias
@@ -334,9 +343,7 @@ def attend(q, k, v, packed, allowed, bias, dropout_p, scale, return_weights, tra
     if not 0.0 <= dropout_p < 1.0:
         raise ValueError(f"scaled_dot_product_attention: dropout_p must be in [0, 1), got {dropout_p}")
     p_drop = dropout_p if training else 0.0
-    E = (packed if packed is not None else q).shape[-1]
-    # E = 0: every score is an empty sum, 0, whatever the scale: uniform weights, as torch (not 1 / 0)
-    scale = (1.0 / math.sqrt(E) if E else 1.0) if scale is None else float(scale)
+    scale = default_scale((packed if packed is not None else q).shape[-1]) if scale is None else float(scale)
     if packed is not None:
         x = packed.data
         qd, kd, vd = x[0], x[1], x[2]

@@ -2,7 +2,6 @@
 (Child et al. 2019) as blocked kernels that never build the L x L matrix; each equals dense
 scaled_dot_product_attention with its mask from masks.py, values and gradients.
 """
-import math
 from types import SimpleNamespace
 
 import numpy as np
@@ -11,12 +10,15 @@ from minigrad import make_node
 from minigrad.ops import as_tensor
 
 from ._nonfinite import any_nonfinite, masked_matmul, quiet
-from .functional import check_qkv, sdpa_backward, sdpa_forward
+from .functional import check_qkv, default_scale, sdpa_backward, sdpa_forward
 from .masks import as_bool_mask, check_int, global_index
 # the old paths attention.local.X of the pattern masks, which moved to masks.py (Luong's local-m / local-p,
 # a model rather than a kernel, moved to luong.py: attention.LuongLocalAttention)
 from .masks import (attended_pairs, fixed_mask, global_token_mask, sliding_window_mask,  # noqa: F401
                     sliding_window_reference_mask, strided_mask)
+
+# the API; the pattern masks imported above only keep their old paths here (they live in masks.py)
+__all__ = ("sliding_window_attention", "fixed_attention")
 
 # sliding_window_attention cuts the queries into blocks of b rows, and block n only meets the m*b keys of its
 # window (a strided view of the padded keys), so scores, weights and their gradients take O(L * (b + 2w))
@@ -285,7 +287,7 @@ def sliding_window_attention(query, key, value, window, causal=False, dilation=1
     q, k, v = as_tensor(query), as_tensor(key), as_tensor(value)
     window = check_int("window", window, 0, fn)
     dilation = check_int("dilation", dilation, 1, fn)
-    shape = check_qkv(q, k, v)
+    shape = check_qkv(q, k, v, fn)
     L, S = shape[-2:]
     if L != S:
         raise ValueError(f"{fn}: query (..., L, E) and key (..., S, E) must have L == S (a window is self-"
@@ -293,8 +295,7 @@ def sliding_window_attention(query, key, value, window, causal=False, dilation=1
     batch = shape[:-2]
     kvalid = _key_valid(key_padding_mask, batch, L, fn)
     gidx = np.zeros(0, np.int64) if global_tokens is None else global_index(global_tokens, L, fn)
-    E = q.shape[-1]
-    scale = 1.0 / math.sqrt(E) if scale is None else float(scale)
+    scale = default_scale(q.shape[-1]) if scale is None else float(scale)
     lay = _Layout(L, window, causal, dilation)
     # broadcast the batch dims once (views); the engine sums the gradients back to each input's shape
     qd, kd, vd = (np.broadcast_to(t.data, batch + t.shape[-2:]) for t in (q, k, v))
@@ -386,13 +387,13 @@ def fixed_attention(query, key, value, stride, c=1, causal=True, key_padding_mas
     c = check_int("c", c, 1, fn)
     if c > stride:
         raise ValueError(f"{fn}: c must be <= stride ({stride}), got {c}")
-    shape = check_qkv(q, k, v)
+    shape = check_qkv(q, k, v, fn)
     L, S = shape[-2:]
     if L != S:
         raise ValueError(f"{fn}: query (..., L, E) and key (..., S, E) must have L == S, got L = {L}, S = {S}")
     batch = shape[:-2]
     kvalid = np.broadcast_to(_key_valid(key_padding_mask, batch, L, fn), batch + (L,))
-    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+    scale = default_scale(q.shape[-1]) if scale is None else float(scale)
     qd, kd, vd = (np.broadcast_to(t.data, batch + t.shape[-2:]) for t in (q, k, v))
     dirty = any_nonfinite(qd, kd, vd)
     with quiet(dirty):

@@ -11,6 +11,8 @@ from .functional import attend, attend_grouped, repeat_kv
 from .local import sliding_window_attention
 from .masks import causal_mask, mha_masks
 
+__all__ = ("MultiHeadAttention", "KERNELS")
+
 # Parameters carry the names, shapes and initialisation of torch.nn.MultiheadAttention, so a PyTorch
 # model's state dict loads unchanged. Batch-first, with nanoGPT's letters: B batch, T (or L / S) time,
 # C = embed_dim channels, H heads of D = C // H features each; head h owns features [h D, (h + 1) D).

@@ -7,6 +7,8 @@ import numpy as np
 from minigrad import Tensor, get_default_dtype, make_node, ops
 from minigrad.nn import Module
 
+__all__ = ("RotaryEmbedding", "apply_rotary", "rope_reference", "rotary_angles", "alibi_slopes", "alibi_bias")
+
 # Rotary embedding. Feature pairs (x[2i], x[2i+1]) of a head (the RoFormer paper's and torchtune's layout) are
 # rotated by the angle m * theta_i at position m, theta_i = base^(-2i / head_dim):
 #     y[2i]   = x[2i] cos(m theta_i) - x[2i+1] sin(m theta_i)

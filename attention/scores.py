@@ -9,8 +9,11 @@ from minigrad import get_default_dtype, make_node, ops
 from minigrad.nn import Linear, Module, Parameter, parameter, uniform_
 
 from ._nonfinite import any_nonfinite
-from .functional import masked_softmax
+from .functional import default_scale, masked_softmax
 from .masks import as_bool_mask, check_broadcast, check_polarity, key_padding_to_attn_mask
+
+__all__ = ("Attention", "Score", "DotScore", "ScaledDotScore", "GeneralScore", "AdditiveScore", "CosineScore",
+           "make_score", "dot_score", "scaled_dot_score", "SCORES")
 
 # One shape contract: query (..., L, Dq), keys (..., S, Dk) -> scores (..., L, S).
 #   dot         q . k                               (Luong et al. 2015, "dot")
@@ -38,7 +41,7 @@ def dot_score(query, keys):
 def scaled_dot_score(query, keys, scale=None):
     """q . k * scale, scale = 1/sqrt(D) by default -> (..., L, S)."""
     _check_same_dim("scaled dot", query, keys)
-    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    scale = default_scale(query.shape[-1]) if scale is None else scale
     return (query * scale) @ keys.swapaxes(-1, -2)
 
 

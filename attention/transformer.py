@@ -9,7 +9,11 @@ import numpy as np
 from minigrad import Tensor, get_default_dtype, ops
 from minigrad.nn import Dropout, LayerNorm, Linear, Module, ModuleList, normal_, parameter
 
+from .masks import check_int
 from .multihead import MultiHeadAttention
+
+__all__ = ("TransformerEncoderLayer", "TransformerDecoderLayer", "TransformerEncoder", "TransformerDecoder",
+           "SinusoidalPositionalEncoding", "LearnedPositionalEncoding", "sinusoidal_table")
 
 # Pre-LN (the default here, norm_first=True) puts LayerNorm inside each residual branch, x + f(LN(x)),
 # which trains without warm-up tricks at these sizes; norm_first=False is the original post-LN,
@@ -135,8 +139,7 @@ class TransformerDecoderLayer(_FeedForward):
 
 def _clones(layer, num_layers, who):
     """num_layers independent deep copies of layer, as torch's stacks make (layers.0, layers.1, ...)."""
-    if not isinstance(num_layers, (int, np.integer)) or isinstance(num_layers, bool) or num_layers < 1:
-        raise ValueError(f"{who}: num_layers must be a positive int, got {num_layers!r}")
+    num_layers = check_int("num_layers", num_layers, 1, who)
     if not isinstance(layer, Module):
         raise TypeError(f"{who}: a layer Module to copy expected, got {type(layer).__name__}")
     return ModuleList([copy.deepcopy(layer) for _ in range(num_layers)])
