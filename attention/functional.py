@@ -5,11 +5,8 @@ import math
 
 import numpy as np
 
-from minigrad import make_node, ops
-from minigrad.autograd import in_place_backward
-from minigrad.fast.blas import rowdot, rowmax, rowsum
-from minigrad.ops import as_tensor
-from minigrad.random import get_rng
+from minigrad import autograd, make_node, ops, random  # (random: minigrad's seeded generator, not the stdlib's)
+from minigrad.fast import blas
 
 from ._nonfinite import any_nonfinite, masked_matmul, quiet
 from .masks import (as_bool_mask, as_mask_array, causal_mask, check_broadcast, key_padding_to_attn_mask,  # noqa: F401
@@ -72,7 +69,7 @@ def _forward(q, k, v, allowed, bias, scale, dropout_p, rng):
     if s.shape[-1] == 0:                             # no keys at all: every row attends nothing -> zeros
         m = np.zeros(s.shape[:-1] + (1,), s.dtype)
     else:
-        m = rowmax(s)
+        m = blas.rowmax(s)
         if allowed is not None:
             bad = ~np.isfinite(m)
             if bad.any():
@@ -81,7 +78,7 @@ def _forward(q, k, v, allowed, bias, scale, dropout_p, rng):
                 m[bad] = 0                           # a fully masked row: exp(-inf - 0) = 0 everywhere
     s -= m
     p = np.exp(s, out=s)                             # (..., L, S), reusing the scores' buffer
-    denom = rowsum(p)                                # a BLAS product with ones (see minigrad/fast/blas.py)
+    denom = blas.rowsum(p)                           # a BLAS product with ones (see minigrad/fast/blas.py)
     if allowed is not None or s.shape[-1] == 0:
         denom[denom == 0] = 1                        # fully masked row: p stays 0, output 0
     p /= denom
@@ -97,13 +94,13 @@ def _forward_masked(q, k, v, allowed, bias, scale, dropout_p, rng):
     if s.shape[-1] == 0:
         m = np.zeros(s.shape[:-1] + (1,), s.dtype)
     else:
-        m = rowmax(s)
+        m = blas.rowmax(s)
         # only a row with nothing allowed gets m = 0 (weights 0); a NaN or +inf max stays, and so does the -inf
         # of a row whose allowed scores are all -inf: those rows are NaN, as in torch
         m[~np.isfinite(m) & ~np.broadcast_to(allowed, s.shape).any(axis=-1, keepdims=True)] = 0
     s -= m
     p = np.exp(s, out=s)
-    denom = rowsum(p)
+    denom = blas.rowsum(p)
     denom[denom == 0] = 1
     p /= denom                                       # inf / inf in a row with a +inf score: NaN
     p = np.where(allowed, p, np.zeros((), p.dtype))  # a NaN row's masked weights are 0, not NaN
@@ -154,7 +151,7 @@ def _softmax_backward(g, v, keep, out, p):
     dp = g @ np.swapaxes(v, -1, -2)                               # (..., L, S)
     if keep is not None:
         dp *= keep
-    dp -= rowdot(g, out)
+    dp -= blas.rowdot(g, out)
     dp *= p
     return dp
 
@@ -179,7 +176,7 @@ def _backward_weights(gp, cache, scale, need):
     p, allowed = cache[3], cache[7]
     with np.errstate(invalid="ignore"):                           # 0 * inf here is checked for just below
         ds = gp * p
-    r = rowsum(ds)
+    r = blas.rowsum(ds)
     # a non-finite gp at a masked pair gives 0 * inf = NaN in its row sum, so checking r (L, not L x S) is enough
     if cache[8] or (allowed is not None and any_nonfinite(r)):
         with quiet(True):
@@ -277,7 +274,7 @@ def reference_sdpa(query, key, value, attn_mask=None, is_causal=False, scale=Non
     a row with nothing to attend has weight 0); the weighted sum of the values. The fused kernel below computes
     the same in one node; tests/test_attention_sdpa.py holds the two equal, values and gradients.
     enable_gqa: the key/value heads repeated for their query heads (repeat_kv), as torch's reference does."""
-    q, k, v = as_tensor(query), as_tensor(key), as_tensor(value)
+    q, k, v = ops.as_tensor(query), ops.as_tensor(key), ops.as_tensor(value)
     if enable_gqa:
         groups = gqa_groups(q, k, v)
         k, v = repeat_kv(k, groups), repeat_kv(v, groups)
@@ -314,7 +311,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     (..., Hq, L, E), Hq a multiple of Hkv; query head h reads key/value head h // (Hq / Hkv). The groups
     broadcast over the shared head (no copy); masks broadcast to (..., Hq, L, S).
     """
-    q, k, v = as_tensor(query), as_tensor(key), as_tensor(value)
+    q, k, v = ops.as_tensor(query), ops.as_tensor(key), ops.as_tensor(value)
     groups = gqa_groups(q, k, v) if enable_gqa else 1
     if groups == 1:
         shape = check_qkv(q, k, v)
@@ -350,7 +347,7 @@ def attend(q, k, v, packed, allowed, bias, dropout_p, scale, return_weights, tra
     else:
         qd, kd, vd = q.data, k.data, v.data
     out, p, cache = sdpa_forward(qd, kd, vd, allowed, None if bias is None else bias.data, scale, p_drop,
-                             rng or get_rng())
+                             rng or random.get_rng())
     with_bias = bias is not None and bias.requires_grad
     parents = ((packed,) if packed is not None else (q, k, v)) + ((bias,) if with_bias else ())
 
@@ -378,14 +375,14 @@ def attend(q, k, v, packed, allowed, bias, dropout_p, scale, return_weights, tra
     return out_t, make_node(p, parents, backward_w, "attention_weights")
 
 
-@in_place_backward
+@autograd.in_place_backward
 def masked_softmax(scores, allowed=None, axis=-1):
     """Softmax over `axis` where only `allowed` (bool, True = may attend) entries compete.
 
     Masked entries are selected out, so they get weight 0 and gradient 0 whatever they hold; a row with
     nothing allowed is all zeros. One graph node.
     """
-    scores = as_tensor(scores)
+    scores = ops.as_tensor(scores)
     x = scores.data
     if allowed is None:
         return scores.softmax(axis=axis)
@@ -393,16 +390,16 @@ def masked_softmax(scores, allowed=None, axis=-1):
     check_broadcast(allowed, x.shape, "mask", "the scores")
     s = np.where(allowed, x, np.array(-np.inf, x.dtype))
     last = axis in (-1, x.ndim - 1)
-    m = rowmax(s) if last else s.max(axis=axis, keepdims=True)
+    m = blas.rowmax(s) if last else s.max(axis=axis, keepdims=True)
     m[~np.isfinite(m)] = 0
     s -= m
     p = np.exp(s, out=s)
-    denom = rowsum(p) if last else p.sum(axis=axis, keepdims=True)
+    denom = blas.rowsum(p) if last else p.sum(axis=axis, keepdims=True)
     denom[denom == 0] = 1
     p /= denom
 
     def backward(g, owned=False):  # d softmax: p * (g - sum(g * p)); p = 0 at masked entries
-        s = rowdot(g, p) if last else (g * p).sum(axis=axis, keepdims=True)
+        s = blas.rowdot(g, p) if last else (g * p).sum(axis=axis, keepdims=True)
         gp = np.subtract(g, s, out=g) if owned and g.dtype == p.dtype else g - s
         gp *= p
         return (gp,)

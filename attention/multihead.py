@@ -213,7 +213,6 @@ class MultiHeadAttention(Module):
         return self._heads(query, 0, B, L), self._heads(key, 1, B, S), self._heads(value, 2, B, S), None
 
     def extra_repr(self):
-        """embed_dim, num_heads, dropout (and a non-dense attention= path), for the repr."""
         path = "" if self.attention == "dense" else f", attention={self.attention!r}"
         kv = "" if self.num_kv_heads == self.num_heads else f", num_kv_heads={self.num_kv_heads}"
         return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}{kv}, dropout={self.dropout}{path}"

@@ -127,7 +127,6 @@ class RotaryEmbedding(Module):
         return apply_rotary(x, positions, self.base)
 
     def extra_repr(self):
-        """head_dim and base, for the repr."""
         return f"head_dim={self.head_dim}, base={self.base}"
 
 

@@ -2,7 +2,8 @@
 d = 64, causal, float32, batch 1. Softmax: attention.scaled_dot_product_attention(is_causal=True) (dense L x L);
 linear: attention.linear_attention(causal=True) (the chunked prefix-sum kernel, chunk 64). Peak memory is the
 traced NumPy allocation high-water mark (tracemalloc, minigrad/utils/memory.py) of one forward + backward; time
-is the best of --repeats, the two alternating, in one process with BLAS pinned. The crossover is the shortest L at which linear is faster.
+is the best of --repeats, the two alternating, in one process with BLAS pinned. The crossover is the shortest L
+at which linear is faster.
 Run: python benchmarks/bench_linear_attention.py [--lengths 256 1024 4096 16384] [--softmax-max 4096] [--json FILE]
 """
 import argparse
