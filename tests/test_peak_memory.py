@@ -51,3 +51,16 @@ def test_attention_step_runs_a_kernel_by_name_or_function():
     for kernel in (attention.scaled_dot_product_attention, "attention:scaled_dot_product_attention"):
         memory.attention_step(kernel, q, k, v, g)  # one forward + backward, no error
     memory.attention_pass("attention:sliding_window_attention", 8, 4, window=2)
+
+
+def test_no_example_imports_the_benchmarks():
+    """Examples measure through minigrad.utils.memory; benchmarks/ is a set of scripts, not a library."""
+    import ast
+    from pathlib import Path
+    offenders = []
+    for path in sorted((Path(__file__).resolve().parents[1] / "examples").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            mods = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                    else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            offenders += [f"{path.name}: {m}" for m in mods if m == "benchmarks" or m.startswith("benchmarks.")]
+    assert offenders == []
