@@ -13,6 +13,7 @@ from ..dtypes import floating, promote
 from ..fast.blas import const
 from ..tensor import Tensor, make_node
 from ._args import _all_finite, as_tensor
+from .erf import erf as _erf  # exact erf for gelu, vectorised (no SciPy)
 from .shape import nonzero
 
 # the ops of this file: minigrad.ops (and minigrad) export __all__; Tensor gets METHODS as methods
@@ -124,15 +125,6 @@ def softplus(a):
 
 
 _SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
-
-try:  # exact erf for gelu; SciPy is optional (math.erf elementwise is the slow fallback)
-    from scipy.special import erf as _erf
-except ImportError:  # pragma: no cover - depends on the machine
-    _erf_scalar = np.frompyfunc(math.erf, 1, 1)
-
-    def _erf(x):
-        return np.asarray(_erf_scalar(x), dtype=x.dtype)  # asarray: a 0-d input gives back a Python float
-
 
 def gelu(a, approximate="none"):
     """GELU as PyTorch: x Phi(x) exactly (approximate='none') or with the tanh formula.
