@@ -19,9 +19,9 @@ from .shape import nonzero
 # the ops of this file: minigrad.ops (and minigrad) export __all__; Tensor gets METHODS as methods
 __all__ = ("exp", "log", "sqrt", "abs", "tanh", "sigmoid", "relu", "softplus", "gelu", "sin", "cos", "log1p",
            "expm1", "sign", "floor", "ceil", "round", "clamp", "clip", "maximum", "minimum", "where",
-           "masked_fill", "astype", "clone")
+           "masked_fill", "astype", "clone", "square")
 METHODS = ("exp", "log", "sqrt", "abs", "tanh", "sigmoid", "relu", "gelu", "sin", "cos", "log1p", "expm1", "sign",
-           "floor", "ceil", "round", "clamp", "clip", "maximum", "minimum", "masked_fill", "astype", "clone")
+           "floor", "ceil", "round", "clamp", "clip", "maximum", "minimum", "masked_fill", "astype", "clone", "square")
 
 # ---- elementwise functions ---------------------------------------------------------------------
 
@@ -63,6 +63,12 @@ def abs(a):
     a = as_tensor(a)
     x = a.data
     return make_node(np.abs(x), (a,), lambda g: (g * np.sign(x),), "abs")  # subgradient 0 at 0
+
+
+def square(a):
+    """Elementwise x^2, as torch.square: x * x (so every order of gradient comes from mul)."""
+    a = as_tensor(a)
+    return a * a
 
 
 @in_place_backward
