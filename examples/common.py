@@ -25,6 +25,7 @@ def _threads_from_argv(argv):
     return "1"
 
 
+os.environ.setdefault("MPLBACKEND", "Agg")  # file-only figures, whichever module imports pyplot first
 _THREADS = _threads_from_argv(sys.argv[1:])
 if _THREADS.isdigit() and int(_THREADS) >= 1:
     for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):

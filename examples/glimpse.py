@@ -30,6 +30,7 @@ from attention.glimpse import GlimpseClassifier, HardGlimpseNet, PatchGrid, Soft
 from attention import Categorical
 from attention.reinforce import Trainer, ValueBaseline
 from attention.tasks.canvases import Canvases, load_objects
+from attention.plotting import image_overlay
 from plots import learning_curves
 
 MODELS = ["mlp", "center", "random", "hard", "soft", "oracle"]
@@ -154,13 +155,7 @@ def tracks_figure(net, test, grid, n=8):
     top = max(float(probs.max()), 1e-9)  # one colour scale for every policy map, so they compare
     for k in range(n):
         ax = axes[0, k]
-        ax.imshow(x[k], cmap="gray", vmin=0, vmax=1)
-        b = boxes[k]
-        ax.add_patch(plt.Rectangle((b[1] - 0.5, b[0] - 0.5), b[3], b[2], fill=False, ec="lime", lw=1, ls="--"))
-        ax.add_patch(plt.Rectangle((c[k] - 0.5, r[k] - 0.5), grid.size, grid.size, fill=False, ec="red", lw=1.5))
-        ax.set_title(f"label {y[k]}", fontsize=8)
-        ax.set_xticks([])
-        ax.set_yticks([])
+        image_overlay(ax, x[k], box=boxes[k], patch=(r[k], c[k], grid.size, grid.size), title=f"label {y[k]}")
         ax2 = axes[1, k]
         im = ax2.imshow(probs[k].reshape(grid.n, grid.n), cmap="viridis", vmin=0, vmax=top)
         ax2.set_xticks([])

@@ -20,7 +20,7 @@ RAM is a slow learner (the published runs train for hundreds of epochs); here it
 python examples/ram.py [--quick] [--seed N] [--out DIR]
 Writes its PNG figures, metrics.json (its headline numbers), section.md and headline.json under --out.
 """
-from common import Progress, Report, parse_args, pyplot
+from common import Progress, Report, parse_args
 
 import argparse
 import time
@@ -32,6 +32,7 @@ from minigrad import optim
 from attention.glimpse import RecurrentAttentionModel, loc_to_pixels
 from attention.reinforce import Trainer, ValueBaseline
 from attention.tasks.canvases import Canvases
+from attention.plotting import glimpse_tracks
 from plots import learning_curves
 
 MODELS = ["center", "random", "ram"]
@@ -87,61 +88,14 @@ def train(name, net, task, steps, batch, rng, lr=2e-3, reward="correct", normali
     return trainer, time.process_time() - start
 
 
-def label_places(points, w=2.6, h=3.2, lo=1.5, hi=30.0):
-    """Where to write each read's number: near its point (x, y), at the first of 8 directions x 3 radii whose
-    w x h box (data units: pixels of the canvas) overlaps no number placed before it and stays inside
-    [lo, hi]; so numbers of reads that land together do not cover one another."""
-    placed = []
-    angles = np.deg2rad([45, 135, 225, 315, 0, 90, 180, 270])
-    for x, y in points:
-        spot = None
-        for r in (3.5, 6.0, 9.0, 12.5):
-            for a in angles:
-                cx, cy = x + r * np.cos(a), y - r * np.sin(a)
-                if not (lo <= cx <= hi and lo <= cy <= hi):
-                    continue
-                if all(abs(cx - px) >= w or abs(cy - py) >= h for px, py in placed):
-                    spot = (cx, cy)
-                    break
-            if spot:
-                break
-        if spot is None:  # nowhere free near it: the first free place along the bottom edge
-            cx = lo
-            while any(abs(cx - px) < w and abs(hi - py) < h for px, py in placed):
-                cx += w
-            spot = (cx, hi)
-        placed.append(spot)
-    return placed
-
-
 def draw_tracks(x, y, boxes, rows, cols, size):
     """Canvases x (n, 32, 32) with each read's place (rows, cols (n, T) in pixels) numbered 1..T (1 = centre),
-    the object's box and the last read's finest patch."""
-    plt = pyplot()
-    n, T = rows.shape
-    fig, axes = plt.subplots(1, n, figsize=(2.4 * n, 2.9), squeeze=False)
-    colours = plt.get_cmap("autumn")(np.linspace(0, 0.85, T))  # red (first) to yellow (last)
-    for k, ax in enumerate(axes[0]):
-        ax.imshow(x[k], cmap="gray", vmin=0, vmax=1)
-        b = boxes[k]
-        ax.add_patch(plt.Rectangle((b[1] - 0.5, b[0] - 0.5), b[3], b[2], fill=False, ec="lime", lw=1, ls="--"))
-        pr, pc = rows[k] - 0.5, cols[k] - 0.5
-        ax.plot(pc, pr, "-", color="red", lw=0.8, alpha=0.7)
-        for t, (tx, ty) in enumerate(label_places(list(zip(pc, pr)))):
-            ax.plot([pc[t]], [pr[t]], "o", ms=3, color=colours[t], mec="black", mew=0.4)
-            ax.plot([pc[t], tx], [pr[t], ty], "-", color=colours[t], lw=0.5)
-            ax.text(tx, ty, str(t + 1), color="black", fontsize=7, ha="center", va="center",
-                    bbox=dict(boxstyle="round,pad=0.15", fc=colours[t], ec="none"))
-        ax.add_patch(plt.Rectangle((pc[-1] - size / 2, pr[-1] - size / 2), size, size, fill=False, ec="red", lw=1))
-        ax.set_xlim(-0.5, 31.5)
-        ax.set_ylim(31.5, -0.5)
-        ax.set_title(f"label {y[k]}", fontsize=8)
-        ax.set_xticks([])
-        ax.set_yticks([])
-    fig.suptitle("RAM's glimpse tracks on test canvases (reads numbered in order, 1 = centre; red box = the last "
-                 "read's finest patch; green dashed = the object)", fontsize=8)
-    fig.tight_layout()
-    return fig
+    the object's box and the last read's finest patch; four canvases a row, so the numbers can be read."""
+    reads = np.stack([rows, cols], axis=-1)  # (n, T, 2) of (row, col)
+    patches = [(r[-1] - size / 2, c[-1] - size / 2, size, size) for r, c in zip(rows, cols)]
+    return glimpse_tracks(x, boxes=boxes, reads=reads, patches=patches, titles=[f"label {v}" for v in y],
+                          title="RAM's glimpse tracks on test canvases (reads numbered in order, 1 = centre; red box "
+                                "= the last read's finest patch; green dashed = the object)")
 
 
 def tracks_figure(net, test, n=8):

@@ -24,7 +24,7 @@ matplotlib.use("Agg")
 import glimpse  # noqa: E402
 import local_attention  # noqa: E402
 import long_attention  # noqa: E402
-import plots  # noqa: E402
+from attention.plotting import head_grid  # noqa: E402
 import ram  # noqa: E402
 import sparse_patterns  # noqa: E402
 
@@ -147,7 +147,7 @@ def test_ram_tracks_read_numbers_do_not_overlap(case):
 
 
 def test_heatmap_grids_have_a_colourbar():
-    fig = plots.head_grid(np.random.default_rng(0).random((3, 4, 5)))
+    fig = head_grid(np.random.default_rng(0).random((3, 4, 5)))
     assert len(_colorbars(fig)) == 1  # one scale for every head
     assert len({im.get_clim() for ax in fig.axes for im in ax.images if ax.get_label() != "<colorbar>"}) == 1
     matplotlib.pyplot.close(fig)
