@@ -1,4 +1,4 @@
-"""minigrad.ops.erf: NumPy erf, vectorised, held to math.erf (the C library's) at 1e-15 over a wide grid."""
+"""minigrad.ops._erf: NumPy erf, vectorised, held to math.erf (the C library's) at 1e-15 over a wide grid."""
 import math
 import subprocess
 import sys
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import minigrad as mg
-from minigrad.ops.erf import erf
+from minigrad.ops._erf import erf
 
 
 def _grid():

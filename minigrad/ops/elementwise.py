@@ -13,7 +13,7 @@ from ..dtypes import floating, promote
 from ..fast.blas import const
 from ..tensor import Tensor, make_node
 from ._args import _all_finite, as_tensor
-from .erf import erf as _erf  # exact erf for gelu, vectorised (no SciPy)
+from ._erf import erf as _erf  # exact erf for gelu, vectorised (no SciPy)
 from .shape import nonzero
 
 # the ops of this file: minigrad.ops (and minigrad) export __all__; Tensor gets METHODS as methods
