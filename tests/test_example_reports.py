@@ -104,9 +104,13 @@ def test_autodiff_tour_attention_graph_fits_a_page_with_readable_text():
     import minigrad as mg
     for E in (8, 16):  # quick and default
         mg.manual_seed(0)
-        *_, loss, _ = autodiff_tour.attention_layer(np.random.default_rng(0), E=E)
+        mha, x, loss, _ = autodiff_tour.attention_layer(np.random.default_rng(0), E=E)
         loss.backward(retain_graph=True)
-        fig = autodiff_tour.attention_figure(loss)
+        fig = autodiff_tour.attention_figure(loss, mha, x)
+        labels = " ".join(t.get_text() for t in fig.axes[0].texts)
+        for name in ("in_proj_weight", "in_proj_bias", "out_proj.weight", "out_proj.bias", "x (input)"):
+            assert name in labels, (name, labels)  # every leaf named: weight and bias told apart
+        assert "param " not in labels
         w, h = _png_size(fig)
         assert w <= 1400, (E, w, h)  # a page shows ~900 px: at <= 1400 px the 7 pt text stays legible
         assert min(t.get_fontsize() for t in fig.axes[0].texts) >= 7
