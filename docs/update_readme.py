@@ -1,11 +1,13 @@
-"""Regenerate the README's results from the examples' own output, so no result table is ever typed by hand.
+"""Regenerate the results page (docs/results.md, linked from the README's table of experiments) from the examples'
+own output, so no result table is ever typed by hand.
 
-python docs/update_readme.py          # splice docs/results/NAME/section.md into README.md
+python docs/update_readme.py          # splice docs/results/NAME/section.md into docs/results.md
 python docs/update_readme.py --run    # first rerun every example at its default settings into docs/results/NAME
 
 Each example writes section.md (its tables and figures) next to its metrics.json; this script puts them, in
-the tour's order, between the README's `<!-- results:start -->` and `<!-- results:end -->` markers, with image
-links rewritten to docs/results/NAME/. tests/test_readme.py checks that the README holds exactly this text.
+the tour's order, between docs/results.md's `<!-- results:start -->` and `<!-- results:end -->` markers, with
+image links rewritten to results/NAME/. tests/test_readme.py checks that the page holds exactly this text.
+(The README itself holds one row per experiment, its headline result, and a link to that page.)
 """
 import argparse
 import os
@@ -15,6 +17,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "docs", "results")
+PAGE = os.path.join(ROOT, "docs", "results.md")
 START, END = "<!-- results:start -->", "<!-- results:end -->"
 # result folders that are not a tour example of their own: (folder, shown after, title, how to rerun it)
 EXTRA = [("glimpse_digits", "glimpse", "E9 on real handwritten digits (scikit-learn's 8x8 digits as `--objects`)",
@@ -28,7 +31,7 @@ def tour_examples():
 
 
 def results_block():
-    """The README text between the markers, built from docs/results/*/section.md in tour order."""
+    """The results page's text between the markers, built from docs/results/*/section.md in tour order."""
     parts = []
     for name, claim in tour_examples():
         parts += _part(name, f"`examples/{name}.py` — {claim}")
@@ -42,14 +45,14 @@ def _part(folder, title):
         return []
     with open(path) as f:
         body = f.read().strip()
-    body = re.sub(r"!\[([^\]]*)\]\(([^)/]+)\)", lambda m: f"![{m.group(1)}](docs/results/{folder}/{m.group(2)})", body)
-    body = re.sub(r"^(#+) ", lambda m: "#" * (len(m.group(1)) + 3) + " ", body, flags=re.M)  # under ###
-    return [f"### {title}\n\n{body}"]
+    body = re.sub(r"!\[([^\]]*)\]\(([^)/]+)\)", lambda m: f"![{m.group(1)}](results/{folder}/{m.group(2)})", body)
+    body = re.sub(r"^(#+) ", lambda m: "#" * (len(m.group(1)) + 2) + " ", body, flags=re.M)  # under ##
+    return [f"## {title}\n\n{body}"]
 
 
 def splice(readme, block):
     if START not in readme or END not in readme:
-        raise SystemExit(f"README.md has no {START} ... {END} markers")
+        raise SystemExit(f"docs/results.md has no {START} ... {END} markers")
     head, rest = readme.split(START, 1)
     _, tail = rest.split(END, 1)
     return f"{head}{START}\n{block}\n{END}{tail}"
@@ -68,14 +71,13 @@ def main():
             code = subprocess.call([sys.executable, os.path.join(ROOT, "examples", f"{name}.py"),
                                     "--out", os.path.join(RESULTS, name)])
             if code:
-                raise SystemExit(f"{name} failed (exit code {code}); README left as it was")
-    path = os.path.join(ROOT, "README.md")
-    with open(path) as f:
-        readme = f.read()
-    new = splice(readme, results_block())
-    with open(path, "w") as f:
+                raise SystemExit(f"{name} failed (exit code {code}); docs/results.md left as it was")
+    with open(PAGE) as f:
+        page = f.read()
+    new = splice(page, results_block())
+    with open(PAGE, "w") as f:
         f.write(new)
-    print(f"README.md: results block rewritten from {RESULTS}")
+    print(f"docs/results.md: results block rewritten from {RESULTS}")
 
 
 if __name__ == "__main__":
