@@ -7,9 +7,11 @@ python docs/update_readme.py --run    # first rerun every example at its default
 Each example writes section.md (its tables and figures) next to its metrics.json; this script puts them, in
 the tour's order, between docs/results.md's `<!-- results:start -->` and `<!-- results:end -->` markers, with
 image links rewritten to results/NAME/. tests/test_readme.py checks that the page holds exactly this text.
-(The README itself holds one row per experiment, its headline result, and a link to that page.)
+The README's table of experiments (between `<!-- experiments:start -->` and `<!-- experiments:end -->`) is made
+here too, one row per experiment from its headline.json, linking its page in docs/examples/.
 """
 import argparse
+import json
 import os
 import re
 import subprocess
@@ -19,6 +21,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "docs", "results")
 PAGE = os.path.join(ROOT, "docs", "results.md")
 START, END = "<!-- results:start -->", "<!-- results:end -->"
+TABLE_START, TABLE_END = "<!-- experiments:start -->", "<!-- experiments:end -->"  # in README.md
 # result folders that are not a tour example of their own: (folder, shown after, title, how to rerun it)
 EXTRA = [("glimpse_digits", "glimpse", "E9 on real handwritten digits (scikit-learn's 8x8 digits as `--objects`)",
           "python examples/glimpse.py --objects digits.npz")]
@@ -50,12 +53,40 @@ def _part(folder, title):
     return [f"## {title}\n\n{body}"]
 
 
-def splice(readme, block):
-    if START not in readme or END not in readme:
-        raise SystemExit(f"docs/results.md has no {START} ... {END} markers")
-    head, rest = readme.split(START, 1)
-    _, tail = rest.split(END, 1)
-    return f"{head}{START}\n{block}\n{END}{tail}"
+def _value(v):
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return str(v)
+    if v == 0 or 1e-3 <= abs(v) < 1e4:
+        return f"{v:.3g}" if isinstance(v, float) else str(v)
+    return f"{v:.1e}"
+
+
+def experiments_block():
+    """The README's table: one row per experiment, its default run's headline (docs/results/*/headline.json)."""
+    rows = ["| example | what it shows | headline result (default run, seed 0) | target | reached |",
+            "|---|---|---|---|---|"]
+    folders = [(name, claim) for name, claim in tour_examples()]
+    folders += [(folder, title) for folder, _, title, _ in EXTRA]
+    for folder, claim in folders:
+        path = os.path.join(RESULTS, folder, "headline.json")
+        if not os.path.exists(path):
+            continue
+        with open(path) as f:
+            head = json.load(f)
+        page = head["example"]
+        label = f"[{folder}](docs/examples/{page}.md)"
+        cells = [label, claim, f"{head['headline']}: **{_value(head['value'])}**", head["target"],
+                 "yes" if head["reached"] else "**no**"]
+        rows.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")  # (a | inside a cell)
+    return "\n".join(rows)
+
+
+def splice(text, block, start=START, end=END, where="docs/results.md"):
+    if start not in text or end not in text:
+        raise SystemExit(f"{where} has no {start} ... {end} markers")
+    head, rest = text.split(start, 1)
+    _, tail = rest.split(end, 1)
+    return f"{head}{start}\n{block}\n{end}{tail}"
 
 
 def main():
@@ -78,6 +109,12 @@ def main():
     with open(PAGE, "w") as f:
         f.write(new)
     print(f"docs/results.md: results block rewritten from {RESULTS}")
+    path = os.path.join(ROOT, "README.md")
+    with open(path) as f:
+        readme = f.read()
+    with open(path, "w") as f:
+        f.write(splice(readme, experiments_block(), TABLE_START, TABLE_END, "README.md"))
+    print("README.md: the table of experiments rewritten from docs/results/*/headline.json")
 
 
 if __name__ == "__main__":
