@@ -44,6 +44,9 @@ def test_erf_special_values_and_dtypes():
     assert erf(np.array(0.25, np.float16)).dtype == np.float16
     assert erf(3.0) == pytest.approx(math.erf(3.0), rel=1e-15)
     assert erf(np.zeros((0, 3))).shape == (0, 3)
+    nan0 = erf(np.array(np.nan))  # a 0-d NaN too
+    assert isinstance(nan0, np.ndarray) and nan0.shape == () and np.isnan(nan0)
+    assert erf(np.array(-0.5, np.float32)).dtype == np.float32
 
 
 def test_erf_float32_is_within_three_float32_ulps():

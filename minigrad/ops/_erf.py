@@ -49,8 +49,8 @@ def erf(x):
     for row in table[1:]:  # Horner; in the cell at 0 the even rows are exact zeros, so tiny x keeps its digits
         y *= d
         y += np.take(row, cell)
-    y = np.copysign(y, x)
+    y = np.asarray(np.copysign(y, x))  # (asarray: a 0-d input gives a 0-d array, not a NumPy scalar)
     nan = np.isnan(x)
     if nan.any():
-        y[nan] = np.nan
+        y = np.where(nan, x, y)  # NaN in, NaN out
     return y
