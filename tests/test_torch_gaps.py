@@ -84,12 +84,11 @@ def test_masked_fill_in_place_matches_torch():
     a = RNG.standard_normal((3, 4))
     mask = RNG.random((1, 4)) < 0.5
     x, xt = mg.tensor(a.copy()), torch.tensor(a.copy())
-    v0 = x._version if hasattr(x, "_version") else None
+    v0 = x._version
     assert x.masked_fill_(mg.tensor(mask), -1.5) is x
     xt.masked_fill_(torch.tensor(mask), -1.5)
     np.testing.assert_array_equal(x.numpy(), xt.numpy())
-    if v0 is not None:
-        assert x._version == v0 + 1
+    assert x._version > v0  # the version moved (a clock time here, not torch's +1): a saved graph would refuse
     x.masked_fill_(mask, mg.tensor(2.0))  # a NumPy mask and a 0-d tensor value too
     xt.masked_fill_(torch.tensor(mask), torch.tensor(2.0, dtype=torch.float64))
     np.testing.assert_array_equal(x.numpy(), xt.numpy())
