@@ -12,6 +12,8 @@ To add a picture: a function that takes arrays and an optional ax, calls _pyplot
 """
 import numpy as np
 
+__all__ = ("attention_heatmap", "head_grid", "label_places", "image_overlay", "glimpse_tracks")
+
 
 def _pyplot():
     import matplotlib.pyplot as plt  # (here, not at the top: attention must import without matplotlib)
