@@ -48,10 +48,14 @@ def permute(a, *dims):
 
 
 def transpose(a, *dims):
-    """torch's transpose: two dims swap them (transpose(0, 1), transpose(-2, -1)), as swapaxes. NumPy's full
-    permutation, of three dims or more, reorders them as permute (none: reverse them, as x.T)."""
+    """torch's transpose: two dims given as two ints swap them (transpose(0, 1), transpose(-2, -1)), as swapaxes.
+    NumPy's permutation, as one tuple/list/array of every dim or as three ints or more, reorders them as permute
+    (none: reverse them, as x.T). So transpose((0, 1)) is the identity on a matrix, as np.transpose: a tuple is
+    never read as a swap."""
     a = as_tensor(a)
-    dims = _shape_arg(dims)
+    if len(dims) == 1 and isinstance(dims[0], (tuple, list, np.ndarray)):  # one sequence: NumPy's permutation
+        perm = dims[0].tolist() if isinstance(dims[0], np.ndarray) else dims[0]
+        return _permute("transpose", a, tuple(perm))
     if len(dims) == 2:
         return swapaxes(a, *dims)
     return _permute("transpose", a, dims)
