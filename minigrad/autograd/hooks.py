@@ -118,6 +118,15 @@ def run_on_tensor(t, g):
     return g
 
 
+def run_on_leaf(t, g):
+    """grad()'s array walk (autograd/higher.py) calls this for a leaf: its hooks see the leaf's summed gradient
+    there too (torch runs them "every time a gradient with respect to the Tensor is computed")."""
+    hooks = _leaves.get(id(t))
+    if not hooks or hooks.ref() is not t:
+        return g
+    return type(g)(_run(hooks, g.data, t.data.shape, t.data.dtype))
+
+
 def register_hook(t, fn):
     """Tensor.register_hook: fn(grad) runs each time a gradient reaches t; see the module docstring."""
     if not callable(fn):
