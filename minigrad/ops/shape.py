@@ -8,7 +8,7 @@ import numpy as np
 
 from ..autograd.backward import Scatter
 from ..tensor import Tensor, make_node
-from ._args import _axis, _check_axis, _norm_axes, _shape_arg, as_tensor
+from ._args import _axis, _check_axis, _index_error, _norm_axes, _shape_arg, as_tensor
 
 # the ops of this file: minigrad.ops (and minigrad) export __all__; Tensor gets METHODS as methods
 __all__ = ("reshape", "flatten", "transpose", "permute", "swapaxes", "t", "matrix_transpose", "expand", "squeeze",
@@ -226,8 +226,8 @@ def getitem(a, index):
     index, advanced, mixed = _index(index)
     try:
         out = a.data[index]
-    except IndexError as e:
-        raise IndexError(f"getitem: index {index!r} into shape {a.shape}: {e}") from None
+    except (IndexError, ValueError, TypeError) as e:
+        raise _index_error(a, index, e) from None
     if mixed:
         order = _torch_order(index, a.ndim, out.ndim)
         if order is not None:  # NumPy's result, its advanced dims moved to torch's place (a view)
