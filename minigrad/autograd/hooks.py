@@ -11,6 +11,8 @@ How, without costing anything when no hook exists:
   while a leaf in it has hooks, `leaf_hooks_walk` gathers the leaf's gradient of that walk on its own, runs
   the hooks on the sum (called once per walk, as in torch) and then adds the result into `.grad`. Leaf hooks
   therefore run after every non-leaf hook of the walk.
+- autograd.grad's walk (higher.py) runs a leaf's hooks on its summed gradient as well (run_on_leaf, or
+  run_on_tensor under create_graph), as torch runs them every time a gradient for the tensor is computed.
 """
 import weakref
 
