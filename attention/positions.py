@@ -18,8 +18,9 @@ from minigrad.nn import Module
 # ALiBi. No position enters the embeddings; head h (1..H) adds -slope_h * (i - j) to the score of query i and
 # key j <= i, slope_h = 2^(-8 h / H) for H a power of two (else alibi_slopes' rule, the paper's): a penalty
 # growing with distance, steeper in the first heads. With Lq != Lk the queries are the last Lq positions
-# (query i sits at key position Lk - Lq + i, lower-right, as causal_mask and a decoder step over a cache). causal=True (the default, as the paper's decoder) puts -inf at
-# j > i, so the bias is also the causal mask: pass it alone as attn_mask. causal=False uses -slope_h |i - j|.
+# (query i sits at key position Lk - Lq + i, lower-right, as causal_mask and a decoder step over a cache).
+# causal=True (the default, as the paper's decoder) puts -inf at j > i, so the bias is also the causal mask:
+# pass it alone as attn_mask. causal=False uses -slope_h |i - j|.
 
 
 def _check_x(x, head_dim, who):

@@ -167,3 +167,77 @@ def test_hooked_inputs_of_grad_match_torch(create_graph):
         got.append([np.asarray(g.detach().numpy() if lib is torch else g.data) for g in gs])
     for a, b in zip(*got):
         np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+# ---- the attention kernels: the same agreement, with constant float masks among them --------------------
+
+def _kernel_cases():
+    import attention as at
+    rng = np.random.default_rng(5)
+    L, S, E = 5, 6, 4
+    fm = rng.standard_normal((L, S))
+    fm[0, 2] = -np.inf
+    fm[3, :2] = -np.inf  # a float mask with -inf entries (as ALiBi's causal bias)
+    fs = rng.standard_normal((S, S))
+    fs[1, 3] = -np.inf
+    bm = rng.random((L, S)) > 0.3
+    kpm = np.zeros((2, S), bool)
+    kpm[1, -2:] = True
+    mg.manual_seed(0)
+    m = at.MultiHeadAttention(4, 2)
+    for p in m.parameters():
+        p.data = p.data.astype(np.float64)
+    q4, k4, v4 = (2, 2, L, E), (2, 2, S, E), (2, 2, S, 3)
+    q3, k3, v3 = (2, L, E), (2, S, E), (2, S, 3)
+    s3 = (2, S, E)
+    return {
+        "sdpa-float-mask": (lambda q, k, v: at.scaled_dot_product_attention(q, k, v, attn_mask=fm), [q4, k4, v4]),
+        "sdpa-alibi-gqa": (lambda q, k, v: at.scaled_dot_product_attention(
+            q, k, v, attn_mask=at.alibi_bias(4, S, S).astype(np.float64), enable_gqa=True),
+            [(1, 4, S, E), (1, 2, S, E), (1, 2, S, E)]),
+        "sdpa-bool-mask": (lambda q, k, v: at.scaled_dot_product_attention(q, k, v, attn_mask=bm), [q3, k3, v3]),
+        "memory-efficient-float-mask": (lambda q, k, v: at.memory_efficient_attention(q, k, v, attn_mask=fm,
+                                                                                        chunk_size=2), [q3, k3, v3]),
+        "mha-float-mask": (lambda x: m(x, attn_mask=fs)[0], [(2, S, 4)]),
+        "mha-weights-float-mask": (lambda x: m(x, attn_mask=fs, need_weights=True)[1], [(2, S, 4)]),
+        "mha-float-padding": (lambda x, y: m(x, y, y, key_padding_mask=np.where(kpm, -np.inf, 0.0))[0],
+                              [(2, L, 4), (2, S, 4)]),
+        "sliding-window": (lambda q, k, v: at.sliding_window_attention(q, k, v, 2, key_padding_mask=kpm), [s3, s3, s3]),
+        "fixed": (lambda q, k, v: at.fixed_attention(q, k, v, 2, key_padding_mask=kpm), [s3, s3, s3]),
+    }
+
+
+KERNELS = _kernel_cases()
+
+
+@pytest.mark.parametrize("name", list(KERNELS))
+def test_attention_kernels_create_graph_first_derivative_equals_the_plain_one(name):
+    """SDPA's create_graph rule dropped a constant float mask (ALiBi, a -inf mask): a wrong first derivative
+    under create_graph for scaled_dot_product_attention and MultiHeadAttention with a float attn_mask."""
+    fn, shapes = KERNELS[name]
+    rng = np.random.default_rng(sum(map(ord, name)))
+    xs = [mg.tensor(rng.standard_normal(s), requires_grad=True) for s in shapes]
+    u = rng.standard_normal(fn(*xs).shape)
+    plain = mg.autograd.grad(fn(*xs), xs, grad_outputs=u)
+    graph = mg.autograd.grad(fn(*xs), xs, grad_outputs=u, create_graph=True)
+    for i, (p, g) in enumerate(zip(plain, graph)):
+        np.testing.assert_allclose(g.data, p.data, rtol=1e-10, atol=1e-12, err_msg=f"{name}: input {i}")
+    assert mg.gradgradcheck(fn, *xs)
+
+
+def test_sdpa_with_a_float_mask_hessian_vector_product_matches_torch():
+    torch = pytest.importorskip("torch")
+    import attention as at
+    F = torch.nn.functional
+    rng = np.random.default_rng(3)
+    q, k, v, vq = (rng.standard_normal((1, 4, 5, 4)) for _ in range(4))
+    bias = at.alibi_bias(4, 5, 5).astype(np.float64)  # -inf above the diagonal
+
+    def loss(lib, sdpa, mask):
+        return lambda a: (sdpa(a, lib.tensor(k), lib.tensor(v), mask) ** 2).sum()
+    from minigrad.autograd import functional as AF
+    _, hv = AF.hvp(loss(mg, lambda a, b, c, m: at.scaled_dot_product_attention(a, b, c, attn_mask=m), bias),
+                   mg.tensor(q), mg.tensor(vq))
+    _, hvt = torch.autograd.functional.hvp(loss(torch, lambda a, b, c, m: F.scaled_dot_product_attention(
+        a, b, c, attn_mask=m), torch.tensor(bias)), torch.tensor(q), torch.tensor(vq))
+    np.testing.assert_allclose(hv.data, hvt.numpy(), rtol=1e-9, atol=1e-11)
