@@ -139,6 +139,9 @@ def gradgradcheck(fn, *inputs, grad_outputs=None, eps=1e-6, atol=1e-5, rtol=1e-3
     checked = [i for i, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]
     if not checked:
         raise ValueError("gradgradcheck: no input requires grad, so there is nothing to check")
+    for i in checked:  # before the first-derivative comparison below, whose tolerances are float64's
+        if inputs[i].dtype != np.float64:
+            raise TypeError(f"gradgradcheck: input {i} is {inputs[i].dtype}; central differences need float64")
     with enable_grad():
         outs = [o for o in _outputs(fn, inputs) if o.requires_grad]
     if grad_outputs is None:
