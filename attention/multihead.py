@@ -136,15 +136,19 @@ class MultiHeadAttention(Module):
 
     def _cached_kv(self, key, value, self_attn, cache, B, S):
         """cache=: self-attention appends this call's k, v to the cache and reads all; a cross-attention
-        projects its keys and values (the memory) on its first call and reads them after."""
+        projects its keys and values (the memory) on its first call and reads them after (the memory is taken
+        to be the same one, as Hugging Face's cross-attention cache does; one of another batch or length is an
+        error, never attended with the old keys: cache.reset() starts a new sequence)."""
         if self_attn:
             return cache.update(self, self._heads(key, 1, B, S), self._heads(value, 2, B, S))
         kv = cache.static(self)
         if kv is None:
             kv = (self._heads(key, 1, B, S), self._heads(value, 2, B, S))
             cache.store_static(self, *kv)
-        elif kv[0].shape[0] != B:
-            raise ValueError(f"MultiHeadAttention: cache holds memory of batch {kv[0].shape[0]}, got a batch of {B}")
+        elif kv[0].shape[0] != B or kv[0].shape[2] != S:
+            raise ValueError(f"MultiHeadAttention: cache holds a cross-attention memory of batch {kv[0].shape[0]} "
+                             f"and length {kv[0].shape[2]}, got a memory of batch {B} and length {S} (the cache "
+                             f"keeps the first memory's keys; call cache.reset() or use a new KVCache for another)")
         return kv
 
     def forward(self, query, key=None, value=None, key_padding_mask=None, attn_mask=None, is_causal=False,
