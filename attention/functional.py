@@ -347,16 +347,11 @@ def attend(q, k, v, packed, allowed, bias, dropout_p, scale, return_weights, tra
     else:
         qd, kd, vd = q.data, k.data, v.data
     out, p, cache = sdpa_forward(qd, kd, vd, allowed, None if bias is None else bias.data, scale, p_drop,
-<<<<<<< HEAD
                              rng or random.get_rng())
-    with_bias = bias is not None and bias.requires_grad
-=======
-                             rng or get_rng())
     # a float mask is a parent even when constant (its gradient is then skipped: need_db): the create_graph
     # rule rebuilds the attention from the parents, and a mask left out of them was silently dropped there
     with_bias = bias is not None
     need_db = with_bias and bias.requires_grad
->>>>>>> h32
     parents = ((packed,) if packed is not None else (q, k, v)) + ((bias,) if with_bias else ())
 
     if packed is not None:
