@@ -50,6 +50,16 @@ def _scale(scale, d):
     return (1.0 / math.sqrt(d) if d else 1.0) if scale is None else float(scale)
 
 
+def _dense(q, k, v, mask, scale, return_weights):
+    """scaled_dot_product_attention over the flattened hw tokens with `mask`, back to (B, H, h, w, dv)."""
+    B, H, h, w, E = q.shape
+    res = scaled_dot_product_attention(q.reshape(B, H, h * w, E), k.reshape(B, H, h * w, E),
+                                       v.reshape(B, H, h * w, v.shape[-1]), attn_mask=mask, scale=scale,
+                                       return_weights=return_weights)
+    out = (res[0] if return_weights else res).reshape(B, H, h, w, v.shape[-1])
+    return (out, res[1]) if return_weights else out
+
+
 # ---- windows (W-MSA, SW-MSA) -----------------------------------------------------------------------
 
 @lru_cache(maxsize=64)
@@ -116,16 +126,15 @@ def window_attention_2d(q, k, v, window_size, shift_size=0, bias=None, scale=Non
     return _unwindows(p @ vw, m, s, h, w)
 
 
-def window_attention_2d_reference(q, k, v, window_size, shift_size=0, bias=None, scale=None):
-    """Dense attention over the hw tokens with window_mask_2d (and window_bias_2d): the definition."""
+def window_attention_2d_reference(q, k, v, window_size, shift_size=0, bias=None, scale=None, return_weights=False):
+    """Dense attention over the hw tokens with window_mask_2d (and window_bias_2d): the definition.
+    return_weights: also the weights (B, H, hw, hw) (small images: they are dense), e.g. for attention maps."""
     q, k, v = as_tensor(q), as_tensor(k), as_tensor(v)
     B, H, h, w, E = _check_qkv_2d(q, k, v, "window_attention_2d")
     mask = window_mask_2d(h, w, window_size, shift_size)
     if bias is not None:
         mask = ops.where(mask, window_bias_2d(bias, h, w, window_size, shift_size), -np.inf)
-    out = scaled_dot_product_attention(q.reshape(B, H, h * w, E), k.reshape(B, H, h * w, E),
-                                       v.reshape(B, H, h * w, v.shape[-1]), attn_mask=mask, scale=scale)
-    return out.reshape(B, H, h, w, v.shape[-1])
+    return _dense(q, k, v, mask, scale, return_weights)
 
 
 # ---- neighbourhoods (NATTEN) -------------------------------------------------------------------------
@@ -247,13 +256,12 @@ def neighborhood_attention_2d(q, k, v, kernel_size, dilation=1, rpb=None, scale=
     return out[:, :, :h, :w]
 
 
-def neighborhood_attention_2d_reference(q, k, v, kernel_size, dilation=1, rpb=None, scale=None):
-    """Dense attention over the hw tokens with neighborhood_mask_2d (and neighborhood_bias_2d): the definition."""
+def neighborhood_attention_2d_reference(q, k, v, kernel_size, dilation=1, rpb=None, scale=None, return_weights=False):
+    """Dense attention over the hw tokens with neighborhood_mask_2d (and neighborhood_bias_2d): the definition.
+    return_weights: also the weights (B, H, hw, hw) (small images: they are dense), e.g. for attention maps."""
     q, k, v = as_tensor(q), as_tensor(k), as_tensor(v)
     B, H, h, w, E = _check_qkv_2d(q, k, v, "neighborhood_attention_2d")
     mask = neighborhood_mask_2d(h, w, kernel_size, dilation)
     if rpb is not None:
         mask = ops.where(mask, neighborhood_bias_2d(rpb, h, w, kernel_size, dilation), -np.inf)
-    out = scaled_dot_product_attention(q.reshape(B, H, h * w, E), k.reshape(B, H, h * w, E),
-                                       v.reshape(B, H, h * w, v.shape[-1]), attn_mask=mask, scale=scale)
-    return out.reshape(B, H, h, w, v.shape[-1])
+    return _dense(q, k, v, mask, scale, return_weights)

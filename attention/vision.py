@@ -12,7 +12,8 @@ from minigrad import nn, ops
 from minigrad.ops import as_tensor
 
 from .functional import scaled_dot_product_attention
-from .local2d import neighborhood_attention_2d, window_attention_2d
+from .local2d import (neighborhood_attention_2d, neighborhood_attention_2d_reference, window_attention_2d,
+                      window_attention_2d_reference)
 from .masks import check_int
 from .transformer import TransformerEncoderLayer
 
@@ -142,6 +143,15 @@ class SwinBlock(nn.Module):
                                   bias=a.relative_position_bias(), scale=a.scale)  # (B, H, h, w, d)
         return a.proj(out.permute(0, 2, 3, 1, 4).reshape(B, h, w, C))
 
+    def attention_weights(self, x):
+        """The block's attention weights for input x (B, h, w, C): (B, heads, hw, hw), dense (for attention maps
+        of small images; row i is token i's weights over the image, row-major)."""
+        x = self.norm1(_check_channels(x, self.dim, "SwinBlock", "(B, height, width, C)"))
+        B, h, w, C = x.shape
+        qkv = self.attn.qkv(x).reshape(B, h, w, 3, self.num_heads, C // self.num_heads).permute(3, 0, 4, 1, 2, 5)
+        return window_attention_2d_reference(qkv[0], qkv[1], qkv[2], self.window_size, self.shift_size,
+                                             self.attn.relative_position_bias(), self.attn.scale, True)[1]
+
     def forward(self, x):
         """x (B, height, width, C) -> (B, height, width, C)."""
         x = _check_channels(x, self.dim, "SwinBlock", "(B, height, width, C)")
@@ -189,15 +199,25 @@ class NeighborhoodAttention2d(nn.Module):
         self.rpb = nn.init.normal_(nn.parameter(num_heads, 2 * k - 1, 2 * k - 1), std=0.02) if bias else None
         self.proj = nn.Linear(dim, dim)
 
-    def forward(self, x):
-        """x (B, height, width, C) -> (B, height, width, C)."""
+    def _qkv(self, x):
         x = _check_channels(x, self.dim, "NeighborhoodAttention2d", "(B, height, width, C)")
         B, h, w, C = x.shape
-        H = self.num_heads
-        qkv = self.qkv(x).reshape(B, h, w, 3, H, C // H).permute(3, 0, 4, 1, 2, 5)  # (3, B, H, h, w, d)
+        return self.qkv(x).reshape(B, h, w, 3, self.num_heads, C // self.num_heads).permute(3, 0, 4, 1, 2, 5)
+
+    def forward(self, x):
+        """x (B, height, width, C) -> (B, height, width, C)."""
+        qkv = self._qkv(x)                                                  # (3, B, H, h, w, d)
         out = neighborhood_attention_2d(qkv[0], qkv[1], qkv[2], self.kernel_size, self.dilation, self.rpb,
                                         scale=self.scale)
-        return self.proj(out.permute(0, 2, 3, 1, 4).reshape(B, h, w, C))
+        B, H, h, w, d = out.shape
+        return self.proj(out.permute(0, 2, 3, 1, 4).reshape(B, h, w, H * d))
+
+    def attention_weights(self, x):
+        """The layer's attention weights for input x (B, h, w, C): (B, heads, hw, hw), dense (for attention maps
+        of small images; row i is token i's weights over the image, row-major)."""
+        qkv = self._qkv(x)
+        return neighborhood_attention_2d_reference(qkv[0], qkv[1], qkv[2], self.kernel_size, self.dilation,
+                                                   self.rpb, self.scale, True)[1]
 
     def load_hint(self, name, shape):
         """An rpb of another size: say which kernel size it was made for."""

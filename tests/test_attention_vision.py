@@ -110,6 +110,10 @@ def test_swin_block_attention_is_the_references_roll_partition_and_mask(float64,
     y = blk.attn(mg.tensor(partition(xs, m)), mask).data
     want = np.roll(unpartition(y, m, B, h, w), (shift, shift), (1, 2))
     np.testing.assert_allclose(got, want, atol=1e-12)
+    wts = blk.attention_weights(mg.tensor(x)).data                          # (B, heads, hw, hw): dense, for maps
+    np.testing.assert_allclose(wts.sum(-1), 1.0, atol=1e-12)
+    if not shift:                                                           # token 0 sees its own window only
+        assert (wts[:, :, 0, :].reshape(B, 2, h, w)[:, :, m:, :] == 0).all()
     full = blk(mg.tensor(x)).data                                           # pre-LN residual block around it
     hx = x + blk.attention(blk.norm1(mg.tensor(x))).data
     np.testing.assert_allclose(full, hx + blk.mlp(blk.norm2(mg.tensor(hx))).data, atol=1e-12)
@@ -134,6 +138,8 @@ def test_neighborhood_attention_module_is_qkv_kernel_proj(float64):
     o = neighborhood_attention_2d_reference(*(mg.tensor(a) for a in qkv), 3, 2, na.rpb, scale=4 ** -0.5)
     want = na.proj(mg.tensor(o.data.transpose(0, 2, 3, 1, 4).reshape(2, 7, 6, 8))).data
     np.testing.assert_allclose(na(mg.tensor(x)).data, want, atol=1e-12)
+    wts = na.attention_weights(mg.tensor(x)).data                           # (2, heads, 42, 42)
+    assert wts.shape == (2, 2, 42, 42) and ((wts > 0).sum(-1) == 9).all()   # exactly K*K keys per query
     assert set(na.state_dict()) == {"qkv.weight", "qkv.bias", "rpb", "proj.weight", "proj.bias"}
 
 
