@@ -163,6 +163,10 @@ def test_window_attention_gradcheck_and_gradgradcheck(float64):
     f = lambda q, k, v, b: window_attention_2d(q, k, v, 2, 1, b)  # noqa: E731  (padding, shift and bias)
     assert mg.gradcheck(f, q, k, v, b)
     assert mg.gradgradcheck(f, q, k, v, b)
+    q, k, v = t64(1, 1, 4, 4, 2), t64(1, 1, 4, 4, 2), t64(1, 1, 4, 4, 2)
+    plain = lambda q, k, v: window_attention_2d(q, k, v, 2)  # noqa: E731  (no mask at all: plain softmax)
+    assert mg.gradcheck(plain, q, k, v)
+    assert mg.gradgradcheck(plain, q, k, v)
 
 
 def test_neighborhood_attention_gradcheck_and_gradgradcheck(float64):
