@@ -7,7 +7,6 @@ masked_softmax), so first and second derivatives come from theirs. Each equals i
 scaled_dot_product_attention over the hw tokens with the mask (and bias) of masks2d.py, the executable
 definition; tests hold the two equal, values and gradients.
 """
-import math
 from functools import lru_cache
 
 import numpy as np
@@ -15,7 +14,7 @@ import numpy as np
 from minigrad import ops
 from minigrad.ops import as_tensor
 
-from .functional import masked_softmax, scaled_dot_product_attention
+from .functional import default_scale, masked_softmax, scaled_dot_product_attention
 from .masks2d import (_check_neighborhood, _check_window, neighborhood_bias_2d, neighborhood_mask_2d,
                       window_bias_2d, window_mask_2d)
 
@@ -47,7 +46,7 @@ def _check_bias(bias, heads, tail, name, fn, dtype):
 
 
 def _scale(scale, d):
-    return (1.0 / math.sqrt(d) if d else 1.0) if scale is None else float(scale)
+    return default_scale(d) if scale is None else float(scale)
 
 
 def _dense(q, k, v, mask, scale, return_weights):

@@ -12,12 +12,12 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make the `benchmarks` package importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks import bench_chain, bench_mha, bench_mlp, bench_mlp_tiny, long_attention
+from benchmarks import bench_chain, bench_mha, bench_mlp, bench_mlp_tiny, bench_long_attention
 from benchmarks import bench_seq2seq, bench_transformer
 from benchmarks.common import HERE, RESULTS_JSONL, fmt_time, print_check
 
 BENCHMARKS = {"mha": bench_mha, "mlp": bench_mlp, "mlp_tiny": bench_mlp_tiny, "chain": bench_chain,
-              "long": long_attention}
+              "long": bench_long_attention}
 BENCHMARKS.update({"seq2seq": bench_seq2seq, "transformer": bench_transformer})
 COLUMNS = ("numpy floor", "minigrad", "torch", "autograd (HIPS)", "mygrad", "micrograd")
 # the speed targets, float32, 1 thread: (workload, implementation, at most this many times, the reference's time)
@@ -31,7 +31,7 @@ TARGETS = [(bench_mha.WORKLOAD, "minigrad (Tensor ops)", 1.10, "numpy floor"),
            (bench_transformer.WORKLOAD, "minigrad (attention layers)", 0.90, bench_transformer.FLOOR),
            (bench_transformer.WORKLOAD, "minigrad (attention layers)", 0.90, bench_transformer.MATH),
            # sliding window vs the banded floor
-           (long_attention.WORKLOAD, long_attention.IMPL_NAMES[0], 1.25, "numpy floor")]
+           (bench_long_attention.WORKLOAD, bench_long_attention.IMPL_NAMES[0], 1.25, "numpy floor")]
 
 
 def _column(name):

@@ -10,10 +10,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for `benchmarks`
 
-from benchmarks import bench_chain, bench_mha, bench_mlp, bench_mlp_tiny, long_attention  # noqa: E402
+from benchmarks import bench_chain, bench_mha, bench_mlp, bench_mlp_tiny, bench_long_attention  # noqa: E402
 from benchmarks import bench_local2d, bench_seq2seq, bench_transformer  # noqa: E402
 
-CASES = [(m, name) for m in (bench_mha, bench_mlp, bench_mlp_tiny, bench_chain, long_attention, bench_seq2seq,
+CASES = [(m, name) for m in (bench_mha, bench_mlp, bench_mlp_tiny, bench_chain, bench_long_attention, bench_seq2seq,
                              bench_transformer, bench_local2d) for name in m.IMPL_NAMES]
 
 
@@ -84,10 +84,10 @@ def test_page_faults_are_counted_per_call():
 
 def test_long_attention_peak_memory_row():
     """A fresh process measures one configuration; dense past the budget is refused before allocating."""
-    from benchmarks import long_attention
-    row = long_attention.peak_memory("window", 512, w=16, E=8)
+    from benchmarks import bench_long_attention
+    row = bench_long_attention.peak_memory("window", 512, w=16, E=8)
     assert row["peak_mb"] is not None and row["peak_mb"] >= 0 and row["seconds"] > 0, row
-    big = long_attention.peak_memory("dense", 1 << 20)
+    big = bench_long_attention.peak_memory("dense", 1 << 20)
     assert big["peak_mb"] is None and "not run" in big["note"]
 
 

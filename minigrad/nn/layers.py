@@ -27,7 +27,6 @@ class Linear(Module):
         return ops.linear(x, self.weight, self.bias)
 
     def extra_repr(self):
-        """in_features, out_features and whether there is a bias, for the repr."""
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
 
 
@@ -65,7 +64,6 @@ class Embedding(Module):
         return out
 
     def extra_repr(self):
-        """num_embeddings, embedding_dim (and padding_idx), for the repr."""
         pad = "" if self.padding_idx is None else f", padding_idx={self.padding_idx}"
         return f"{self.num_embeddings}, {self.embedding_dim}{pad}"
 
@@ -85,7 +83,6 @@ class LayerNorm(Module):
         return ops.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
 
     def extra_repr(self):
-        """normalized_shape and eps, for the repr."""
         return f"{self.normalized_shape}, eps={self.eps}"
 
 
@@ -103,7 +100,6 @@ class Dropout(Module):
         return F.dropout(x, self.p, self.training)
 
     def extra_repr(self):
-        """p, for the repr."""
         return f"p={self.p}"
 
 
