@@ -24,6 +24,9 @@ if __package__ in (None, ""):  # run as a script: make the `benchmarks` package 
 
 import numpy as np
 
+import attention  # here, not inside local2d_pass: the fresh process imports it before its memory baseline
+from minigrad import Tensor
+
 WINDOW = dict(side=128, m=8, E=32)
 KERNEL = 7
 WORKLOADS = {"window": "2-D window attention 128x128 tokens M=8 d=32, fwd+bwd",
@@ -155,7 +158,6 @@ def _numpy_impl(fn):
 
 def _minigrad_impl(attend, q, k, v, g):
     from benchmarks.common import Impl, minigrad_graph_dtypes
-    from minigrad import Tensor
     ts = [Tensor(x.copy(), requires_grad=True) for x in (q, k, v)]
 
     def step():
@@ -176,7 +178,6 @@ def _minigrad_impl(attend, q, k, v, g):
 
 
 def build(kind, side, m, E, dtype, seed=0, kernel=KERNEL, H=1):
-    import attention
     from benchmarks.common import make_impls
     q, k, v, g = make_data(side, E, dtype, seed, H=H)
     if kind == "neighbourhood":
@@ -194,7 +195,6 @@ def build(kind, side, m, E, dtype, seed=0, kernel=KERNEL, H=1):
 def check(impl=None):
     """Tiny sizes in float64 (sides not a multiple of the window or tile): each implementation equals its floor,
     and the floors equal dense attention with the mask (attention.*_reference)."""
-    import attention
     from benchmarks.common import check_impls
     status = {}
     for kind, side, m, kernel in (("window", 10, 4, 7), ("shifted", 11, 4, 7), ("neighbourhood", 19, 4, 5)):
@@ -206,7 +206,6 @@ def check(impl=None):
         if not notes:
             return {impl: "no such implementation in this benchmark"}
         return {impl: next((n for n in notes if n is not None), None)}
-    from minigrad import Tensor
     q, k, v, g = make_data(13, 4, np.float64, H=2)
     ref = attention.neighborhood_attention_2d_reference(*(Tensor(x) for x in (q, k, v)), 5).data
     status["neighbourhood floor = dense with the mask"] = (
@@ -227,8 +226,6 @@ def global_estimate_mb(side, itemsize=4):
 
 def local2d_pass(path, side, m, E, kernel):
     """One forward + backward of one path on random float32 (1, 1, side, side, E): the fresh process's workload."""
-    import attention
-    from minigrad import Tensor
     q, k, v, g = make_data(side, E, np.float32)
     ts = [Tensor(x, requires_grad=True) for x in (q, k, v)]
     if path == "global":
