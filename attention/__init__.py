@@ -12,6 +12,10 @@ from .masks import (attended_pairs, causal_mask, fixed_mask, generate_square_sub
                     global_token_mask, key_padding_to_attn_mask, padding_mask_from_lengths, sliding_window_mask,
                     sliding_window_reference_mask, strided_mask)
 from .multihead import MultiHeadAttention  # noqa: F401
+
+# torch's spelling, the same class. Unlike torch.nn.MultiheadAttention it is batch-first (B, L, C) always, and a
+# boolean attn_mask is True where a query MAY attend (torch: True = may NOT): pass ~torch_mask, or a float mask.
+MultiheadAttention = MultiHeadAttention
 from .scores import (SCORES, AdditiveScore, Attention, CosineScore, DotScore, GeneralScore, ScaledDotScore,  # noqa: F401
                      Score, dot_score, make_score, scaled_dot_score)
 from .transformer import (LearnedPositionalEncoding, SinusoidalPositionalEncoding, TransformerDecoder,  # noqa: F401

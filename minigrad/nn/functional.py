@@ -13,6 +13,12 @@ from ..tensor import Tensor, make_node
 from .conv import avg_pool2d, conv2d, max_pool2d  # noqa: F401  (F.conv2d, F.max_pool2d, F.avg_pool2d)
 
 
+def silu(x):
+    """Elementwise x * sigmoid(x) (SiLU, also called swish), as torch's silu; built from mul and sigmoid."""
+    x = ops.as_tensor(x)
+    return x * sigmoid(x)
+
+
 def leaky_relu(x, negative_slope=0.01):
     """Elementwise x if x > 0 else negative_slope * x, as torch's leaky_relu (built from where)."""
     x = ops.as_tensor(x)

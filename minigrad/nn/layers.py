@@ -9,7 +9,8 @@ from . import functional as F
 from .init import kaiming_uniform_, normal_, ones_, uniform_, zeros_
 from .module import Module, parameter
 
-__all__ = ("Linear", "Embedding", "LayerNorm", "Dropout", "ReLU", "Tanh", "Sigmoid", "GELU", "Softmax")
+__all__ = ("Linear", "Embedding", "LayerNorm", "Dropout", "ReLU", "Tanh", "Sigmoid", "GELU", "Softmax", "SiLU",
+           "Identity", "Flatten")
 
 
 class Linear(Module):
@@ -126,6 +127,11 @@ class Sigmoid(_Activation):
     fn = staticmethod(ops.sigmoid)
 
 
+class SiLU(_Activation):
+    """Elementwise x * sigmoid(x) as a module (torch.nn.SiLU)."""
+    fn = staticmethod(F.silu)
+
+
 class GELU(Module):
     """GELU as a module (torch.nn.GELU): approximate='none' (exact erf) or 'tanh'."""
 
@@ -148,3 +154,30 @@ class Softmax(Module):
     def forward(self, x):
         """Softmax of x along self.dim; same shape as x, each slice summing to 1."""
         return ops.softmax(x, self.dim)
+
+
+class Identity(Module):
+    """Returns its input unchanged (torch.nn.Identity): a placeholder where a layer is optional."""
+
+    def __init__(self, *args, **kwargs):  # (torch's takes and ignores any arguments)
+        super().__init__()
+
+    def forward(self, x):
+        """x itself."""
+        return x
+
+
+class Flatten(Module):
+    """Merge dims start_dim..end_dim into one (torch.nn.Flatten; default keeps the batch dim: (B, ...) -> (B, -1))."""
+
+    def __init__(self, start_dim=1, end_dim=-1):
+        super().__init__()
+        self.start_dim, self.end_dim = start_dim, end_dim
+
+    def forward(self, x):
+        """x with dims start_dim..end_dim merged (see ops.flatten)."""
+        return ops.flatten(x, self.start_dim, self.end_dim)
+
+    def extra_repr(self):
+        """start_dim and end_dim, for the repr."""
+        return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
