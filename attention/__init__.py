@@ -1,6 +1,7 @@
 """attention: the classic attention mechanisms on top of minigrad.
 
 Read masks.py, scores.py, functional.py, multihead.py, transformer.py, seq2seq.py, luong.py (soft attention);
+llama.py (a Llama block and a small decoder LM of them) and llama_hf.py (Hugging Face's Llama weights in and out);
 local.py and efficient.py (restricted and memory-efficient attention); positions.py (rotary, ALiBi), linear.py
 (linear attention), cache.py (KV cache for decoding); distributions.py, hard.py, reinforce.py,
 glimpse/ (hard attention trained by REINFORCE); tasks/ holds the toy data sets, tokens.py the ids they share.
@@ -15,6 +16,8 @@ from .scores import (SCORES, AdditiveScore, Attention, CosineScore, DotScore, Ge
 from .transformer import (LearnedPositionalEncoding, SinusoidalPositionalEncoding, TransformerDecoder,  # noqa: F401
                           TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer, sinusoidal_table)
 from .seq2seq import Seq2Seq  # noqa: F401
+from .llama import DecoderLM, LlamaBlock, SwiGLU  # noqa: F401
+from .llama_hf import decoder_lm_kwargs, from_hf_llama, hf_llama_config, to_hf_llama  # noqa: F401
 from .distributions import Categorical, Normal  # noqa: F401
 from .hard import Rollout, fifty_percent_trick, gumbel_softmax, hard_attention, policy_input  # noqa: F401
 from .reinforce import (MovingAverageBaseline, Trainer, ValueBaseline, hybrid_loss, make_baseline,  # noqa: F401

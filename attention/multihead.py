@@ -10,6 +10,7 @@ from .efficient import attend_chunked
 from .functional import attend, attend_grouped, repeat_kv
 from .local import sliding_window_attention
 from .masks import causal_mask, mha_masks
+from .positions import RotaryEmbedding
 
 # Parameters carry the names, shapes and initialisation of torch.nn.MultiheadAttention, so a PyTorch
 # model's state dict loads unchanged. Batch-first, with nanoGPT's letters: B batch, T (or L / S) time,
@@ -25,6 +26,12 @@ from .masks import causal_mask, mha_masks
 # q_proj_weight (C, C), k_proj_weight (H_kv D, kdim), v_proj_weight (H_kv D, vdim); in_proj_bias
 # (C + 2 H_kv D,). With H_kv = H (the default) these are torch's shapes. forward(..., cache=KVCache()) is
 # incremental decoding (cache.py): see forward.
+#
+# Rotary positions (rotary=RotaryEmbedding(D, ...), positions.py): right after the heads are split, q and k
+# (never v) are rotated by their positions, 0..L-1 without a cache, past..past+L-1 with one (the new keys are
+# rotated before they are cached, so the cache holds rotated keys, as Hugging Face's). Self-attention only: a
+# cross-attention's queries and keys have no shared positions. The rotation has no parameters: the state dict
+# is the same with or without it.
 
 PATHS = ("dense", "window", "efficient")  # MultiHeadAttention(attention=...): how the heads attend
 
@@ -33,11 +40,12 @@ class MultiHeadAttention(Module):
     """Self- or cross-attention with H heads; forward returns (output (B, L, C), weights or None)."""
 
     def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, kdim=None, vdim=None, attention="dense",
-                 window=None, dilation=1, chunk_size=512, num_kv_heads=None):
+                 window=None, dilation=1, chunk_size=512, num_kv_heads=None, rotary=None):
         """attention: "dense" (scaled_dot_product_attention), "window" (sliding_window_attention with `window`
         and `dilation`; self-attention) or "efficient" (memory_efficient_attention with `chunk_size`).
         The path holds no parameters: the state dict is the same for all three.
-        num_kv_heads: heads of K and V (default num_heads; 1 is multi-query), a divisor of num_heads."""
+        num_kv_heads: heads of K and V (default num_heads; 1 is multi-query), a divisor of num_heads.
+        rotary: None, or a RotaryEmbedding(head_dim, ...) that rotates q and k by their positions."""
         super().__init__()
         self._set_path(attention, window, dilation, chunk_size, dropout)
         if num_heads <= 0 or embed_dim % num_heads != 0:
@@ -66,6 +74,10 @@ class MultiHeadAttention(Module):
         self.out_proj = Linear(C, C, bias=bias)
         if bias:
             zeros_(self.out_proj.bias)
+        if rotary is not None and (not isinstance(rotary, RotaryEmbedding) or rotary.head_dim != self.head_dim):
+            raise ValueError(f"MultiHeadAttention: rotary must be None or a RotaryEmbedding(head_dim={self.head_dim}) "
+                             f"(embed_dim {C} / num_heads {num_heads}), got {rotary!r}")
+        self.rotary = rotary
 
     def _set_path(self, attention, window, dilation, chunk_size, dropout):
         if attention not in PATHS:
@@ -84,6 +96,7 @@ class MultiHeadAttention(Module):
         heads = []
         for i, x, T in ((0, query, L), (1, key, S), (2, value, S)):
             heads.append(self._heads(x, i, B, T))  # (B, T, C) -> (B, H, T, D) (H_kv heads for k and v)
+        heads[0], heads[1] = self._rotate(heads[0], heads[1], 0)
         q, k, v = heads[0], repeat_kv(heads[1], H // self.num_kv_heads), repeat_kv(heads[2], H // self.num_kv_heads)
         if self.attention == "window":
             if attn_mask is not None:
@@ -117,18 +130,28 @@ class MultiHeadAttention(Module):
         n = self.num_heads if i == 0 else self.num_kv_heads
         return ops.linear(x, w, b).reshape(B, T, n, self.head_dim).transpose(0, 2, 1, 3)
 
-    def _cached_kv(self, key, value, self_attn, cache, B, S):
+    def _rotate(self, q, k, past):
+        """q, k heads (B, *, T, D) rotated at positions past..past+T-1 (rotary=), or unchanged without it."""
+        if self.rotary is None:
+            return q, k
+        pos = np.arange(past, past + q.shape[2])
+        return self.rotary(q, pos), self.rotary(k, pos)
+
+    def _cached_kv(self, query, key, value, self_attn, cache, B, L, S):
         """cache=: self-attention appends this call's k, v to the cache and reads all; a cross-attention
-        projects its keys and values (the memory) on its first call and reads them after."""
+        projects its keys and values (the memory) on its first call and reads them after. Returns q too:
+        with rotary=, q and the new k are rotated at the positions after the cached ones."""
+        q = self._heads(query, 0, B, L)
         if self_attn:
-            return cache.update(self, self._heads(key, 1, B, S), self._heads(value, 2, B, S))
+            q, k = self._rotate(q, self._heads(key, 1, B, S), cache.held(self))
+            return (q,) + cache.update(self, k, self._heads(value, 2, B, S))
         kv = cache.static(self)
         if kv is None:
             kv = (self._heads(key, 1, B, S), self._heads(value, 2, B, S))
             cache.store_static(self, *kv)
         elif kv[0].shape[0] != B:
             raise ValueError(f"MultiHeadAttention: cache holds memory of batch {kv[0].shape[0]}, got a batch of {B}")
-        return kv
+        return (q,) + tuple(kv)
 
     def forward(self, query, key=None, value=None, key_padding_mask=None, attn_mask=None, is_causal=False,
                 need_weights=True, average_attn_weights=False, cache=None):
@@ -168,12 +191,15 @@ class MultiHeadAttention(Module):
                             f"(x.astype(...)) or build the module under that default dtype")
         if cache is not None and self.attention != "dense":
             raise ValueError(f"MultiHeadAttention: cache= needs attention='dense', got attention={self.attention!r}")
+        if self.rotary is not None and not self_attn:
+            raise ValueError("MultiHeadAttention: rotary= rotates self-attention's q and k by their shared positions; "
+                             "call it with key=None (a cross-attention has no such positions)")
         if self.attention != "dense":
             if is_causal and attn_mask is not None:
                 raise ValueError("MultiHeadAttention: give attn_mask or is_causal=True, not both")
             return self._forward_fast(query, key, value, key_padding_mask, attn_mask, is_causal, B, L, S)
         if cache is not None:
-            k, v = self._cached_kv(key, value, self_attn, cache, B, S)
+            q, k, v = self._cached_kv(query, key, value, self_attn, cache, B, L, S)
             if self_attn and is_causal:
                 if attn_mask is not None:
                     raise ValueError("MultiHeadAttention: give attn_mask or is_causal=True, not both")
@@ -183,9 +209,8 @@ class MultiHeadAttention(Module):
         common = (allowed, bias, self.dropout, None, need_weights, self.training, None)
         grouped = self.num_kv_heads != H
         if cache is not None:
-            res = (attend_grouped(self._heads(query, 0, B, L), k, v, *common) if grouped
-                   else attend(self._heads(query, 0, B, L), k, v, None, *common))
-        elif self_attn and self._same_dims and not grouped:
+            res = attend_grouped(q, k, v, *common) if grouped else attend(q, k, v, None, *common)
+        elif self_attn and self._same_dims and not grouped and self.rotary is None:
             # one fused linear for q, k and v, then a view per head
             qkv = ops.linear(query, self.in_proj_weight, self.in_proj_bias)  # (B, T, 3C)
             qkv = qkv.reshape(B, L, 3, H, D).transpose(2, 0, 3, 1, 4)       # (3, B, H, T, D)
@@ -193,6 +218,7 @@ class MultiHeadAttention(Module):
         else:
             q = self._heads(query, 0, B, L)                      # (B, L, C) -> (B, H, L, D)
             k, v = self._heads(key, 1, B, S), self._heads(value, 2, B, S)  # (B, S, *) -> (B, H_kv, S, D)
+            q, k = self._rotate(q, k, 0)                         # rotary: positions 0..L-1
             res = attend_grouped(q, k, v, *common) if grouped else attend(q, k, v, None, *common)
         y, weights = res if need_weights else (res, None)
         y = y.transpose(0, 2, 1, 3).reshape(B, L, C)  # (B, H, L, D) -> (B, L, H, D) -> (B, L, C): heads side by side

@@ -1,7 +1,7 @@
 """The torch.nn-shaped namespace: Module and Parameter, the layers, the loss modules, init and functional.
 
     module.py      Module, Parameter, ModuleList, Sequential, ModuleDict
-    layers.py      Linear, Embedding, LayerNorm, Dropout, ReLU, Tanh, Sigmoid, GELU, Softmax
+    layers.py      Linear, Embedding, LayerNorm, RMSNorm, Dropout, ReLU, Tanh, Sigmoid, GELU, Softmax
     rnn.py         GRUCell, LSTMCell, GRU, LSTM
     loss.py        CrossEntropyLoss, MSELoss, ... (the modules; the functions are in functional.py)
     init.py        the in-place initialisers, as torch.nn.init (also here by name: nn.xavier_uniform_)
