@@ -199,7 +199,8 @@ def hf_llama_config(model):
             "num_attention_heads": attn.num_heads, "num_key_value_heads": attn.num_kv_heads,
             "head_dim": attn.head_dim, "rope_theta": attn.rotary.base, "rms_norm_eps": blk.attn_norm.eps,
             "tie_word_embeddings": model.tie_weights, "hidden_act": "silu", "attention_bias": False,
-            "mlp_bias": False, "max_position_embeddings": model.max_seq_len or 2048}
+            "mlp_bias": False, "max_position_embeddings": model.max_seq_len or 2048,
+            "bos_token_id": None, "eos_token_id": None}   # no special tokens here (HF's default eos would be id 2)
 
 
 def decoder_lm_kwargs(config):

@@ -30,7 +30,7 @@ def tiny_hf(seed=0, tie=False):
     torch.manual_seed(seed)
     cfg = LlamaConfig(vocab_size=VOCAB, hidden_size=64, intermediate_size=160, num_hidden_layers=4,
                       num_attention_heads=8, num_key_value_heads=2, rms_norm_eps=1e-6, rope_theta=10000.0,
-                      tie_word_embeddings=tie, attn_implementation="sdpa")
+                      tie_word_embeddings=tie, attn_implementation="sdpa", bos_token_id=None, eos_token_id=None)
     model = LlamaForCausalLM(cfg).eval()
     g = torch.Generator().manual_seed(seed + 1)
     with torch.no_grad():
