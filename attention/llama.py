@@ -99,7 +99,7 @@ class DecoderLM(Module):
                                   for _ in range(num_layers)])
         self.norm = RMSNorm(dim, eps=norm_eps)
         self.lm_head = Linear(dim, vocab_size, bias=False)
-        for name, p in self.named_parameters():
+        for p in self.parameters():
             if p.ndim == 2:                         # every matrix; the norms' weights stay ones
                 normal_(p, 0.0, 0.02)
         if self.tie_weights:

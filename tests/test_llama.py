@@ -365,3 +365,18 @@ def test_hf_conversion_bad_input():
     with pytest.raises(ValueError, match=r"load_state_dict: 'layers.0.mlp.gate_proj.weight' has shape \(12, 8\) here"):
         DecoderLM(11, 8, 2, 2, 1, ffn_dim=12).load_state_dict(
             from_hf_llama(to_hf_llama(DecoderLM(11, 8, 2, 2, 1, ffn_dim=13).state_dict())))
+
+
+# ---- the docs page quotes the code as it is ----------------------------------------------------------------
+
+def test_the_llama_block_page_quotes_the_files_as_they_are():
+    import re
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    page = (root / "docs" / "llama_block.md").read_text()
+    quotes = re.findall(r"<!-- quoted from (\S+) -->\n```py\n(.*?)```", page, flags=re.S)
+    assert len(quotes) >= 8 and {f for f, _ in quotes} >= {"attention/llama.py", "attention/multihead.py",
+                                                             "attention/positions.py", "minigrad/nn/functional.py"}
+    for path, code in quotes:
+        assert code in (root / path).read_text(), f"docs/llama_block.md quotes {path}, which no longer says:\n{code}"
+    assert page.count("```py\n") == len(quotes)      # every quoted block is checked
