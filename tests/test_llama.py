@@ -8,7 +8,7 @@ import pytest
 
 import minigrad as mg
 from attention import (DecoderLM, KVCache, LlamaBlock, MultiHeadAttention, RotaryEmbedding, SwiGLU,
-                       TransformerEncoderLayer, apply_rotary, from_hf_llama, hf_llama_config, to_hf_llama)
+                       TransformerDecoderLayer, TransformerEncoderLayer, apply_rotary, from_hf_llama, hf_llama_config, to_hf_llama)
 from attention.functional import reference_sdpa, repeat_kv
 from attention.llama import sample_next
 from attention.positions import rope_half, rotate_half
@@ -204,6 +204,15 @@ def test_transformer_layers_take_rotary_and_swiglu(float64):
     by_module.load_state_dict(by_name.state_dict())
     np.testing.assert_allclose(by_module(x).data, by_name(x).data, rtol=1e-13, atol=1e-13)
     assert "activation" in dict(by_module.named_modules())
+    dec = TransformerDecoderLayer(8, 2, dim_feedforward=6, dropout=0.0, rotary=RotaryEmbedding(4, layout="half"))
+    assert dec.self_attn.rotary is not None and dec.multihead_attn.rotary is None   # the self-attention only
+    mem = t64(2, 3, 8, grad=False)
+    cache = KVCache()
+    with mg.no_grad():
+        steps = [dec(x[:, :2], mem, tgt_is_causal=True, cache=cache)] + [
+            dec(x[:, t:t + 1], mem, tgt_is_causal=True, cache=cache) for t in range(2, 5)]
+    np.testing.assert_allclose(mg.concat(steps, axis=1).data, dec(x, mem, tgt_is_causal=True).data, rtol=1e-12,
+                               atol=1e-12)
     with pytest.raises(ValueError, match=r"activation must be one of \['gelu', 'relu', 'swiglu'\] or a callable"):
         TransformerEncoderLayer(8, 2, activation="geglu")
 
