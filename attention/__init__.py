@@ -11,6 +11,10 @@ from .masks import (attended_pairs, causal_mask, fixed_mask, generate_square_sub
                     global_token_mask, key_padding_to_attn_mask, padding_mask_from_lengths, sliding_window_mask,
                     sliding_window_reference_mask, strided_mask)
 from .multihead import MultiHeadAttention  # noqa: F401
+
+# torch's spelling, the same class. Unlike torch.nn.MultiheadAttention it is batch-first (B, L, C) always, and a
+# boolean attn_mask is True where a query MAY attend (torch: True = may NOT): pass ~torch_mask, or a float mask.
+MultiheadAttention = MultiHeadAttention
 from .scores import (SCORES, AdditiveScore, Attention, CosineScore, DotScore, GeneralScore, ScaledDotScore,  # noqa: F401
                      Score, dot_score, make_score, scaled_dot_score)
 from .transformer import (LearnedPositionalEncoding, SinusoidalPositionalEncoding, TransformerDecoder,  # noqa: F401
@@ -32,3 +36,18 @@ from .cache import KVCache  # noqa: F401
 from . import double_backward  # noqa: F401  (the kernels' rules for create_graph=True)
 from .glimpse import (HardGlimpseNet, PatchGrid, RecurrentAttentionModel, SoftGlimpseNet, conv2d,  # noqa: F401
                       glimpse_sensor)
+
+# the package's API: the names above (modules excepted); each module's own __all__ says what it offers
+__all__ = ("masked_softmax", "scaled_dot_product_attention", "attended_pairs", "causal_mask", "fixed_mask",
+           "generate_square_subsequent_mask", "global_token_mask", "key_padding_to_attn_mask",
+           "padding_mask_from_lengths", "sliding_window_mask", "sliding_window_reference_mask", "strided_mask",
+           "MultiHeadAttention", "SCORES", "AdditiveScore", "Attention", "CosineScore", "DotScore", "GeneralScore",
+           "ScaledDotScore", "Score", "dot_score", "make_score", "scaled_dot_score", "LearnedPositionalEncoding",
+           "SinusoidalPositionalEncoding", "TransformerDecoder", "TransformerDecoderLayer", "TransformerEncoder",
+           "TransformerEncoderLayer", "sinusoidal_table", "Seq2Seq", "Categorical", "Normal", "Rollout",
+           "fifty_percent_trick", "gumbel_softmax", "hard_attention", "policy_input", "MovingAverageBaseline",
+           "Trainer", "ValueBaseline", "hybrid_loss", "make_baseline", "reinforce_loss", "fixed_attention",
+           "sliding_window_attention", "LocalScore", "LuongLocalAttention", "memory_efficient_attention",
+           "RotaryEmbedding", "alibi_bias", "alibi_slopes", "apply_rotary", "linear_attention", "KVCache",
+           "HardGlimpseNet", "PatchGrid", "RecurrentAttentionModel", "SoftGlimpseNet", "conv2d", "glimpse_sensor",
+           "DecoderLM", "LlamaBlock", "SwiGLU", "decoder_lm_kwargs", "from_hf_llama", "hf_llama_config", "to_hf_llama")

@@ -5,6 +5,10 @@ import numpy as np
 
 from minigrad import Tensor, is_grad_enabled, ops
 
+from .masks import check_int
+
+__all__ = ("KVCache",)
+
 # One KVCache serves a whole model: every MultiHeadAttention that is handed it keeps its own entry, keyed by
 # the module, so the same object goes through a decoder stack (TransformerDecoder(..., cache=cache)) as HF's
 # DynamicCache does. A self-attention entry grows by the new positions at every call; a cross-attention entry
@@ -34,10 +38,7 @@ class KVCache:
     """
 
     def __init__(self, max_len=None):
-        if max_len is not None and (isinstance(max_len, bool) or not isinstance(max_len, (int, np.integer))
-                                    or max_len < 1):
-            raise ValueError(f"KVCache: max_len must be a positive integer or None, got {max_len!r}")
-        self.max_len = None if max_len is None else int(max_len)
+        self.max_len = None if max_len is None else check_int("max_len", max_len, 1, "KVCache")
         self.reset()
 
     def reset(self):

@@ -6,6 +6,11 @@ import numpy as np
 from minigrad import Tensor, make_node, ops
 from minigrad.ops import as_tensor
 
+from .functional import check_qkv
+
+__all__ = ("linear_attention", "linear_attention_reference", "causal_prefix_attention", "elu_plus_one",
+           "FEATURE_MAPS")
+
 # out_i = sum_j sim(q_i, k_j) v_j / sum_j sim(q_i, k_j), sim(q, k) = phi(q) . phi(k), phi(x) = elu(x) + 1 > 0.
 # Non-causal, associativity does it: out = phi(Q) (phi(K)^T V) / (phi(Q) phi(K)^T 1), O(L E Ev) time and
 # O(L (E + Ev) + E Ev) memory. Causal (j <= i), the sums are prefix sums, the recurrent form of the paper:
@@ -33,28 +38,9 @@ def _feature_map(feature_map):
                      f"got {feature_map!r}")
 
 
-def _check(q, k, v):
-    for name, t in (("q", q), ("k", k), ("v", v)):
-        if t.ndim < 2:
-            raise ValueError(f"linear_attention: {name} must be (..., N, E), got shape {t.shape}")
-        if t.dtype.kind != "f":
-            raise TypeError(f"linear_attention: {name} must be floating, got dtype {t.dtype}")
-    if not q.dtype == k.dtype == v.dtype:
-        raise TypeError(f"linear_attention: q, k and v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
-    if q.shape[-1] != k.shape[-1]:
-        raise ValueError(f"linear_attention: q (..., L, E) and k (..., S, E) must share E, got {q.shape} and {k.shape}")
-    if k.shape[-2] != v.shape[-2]:
-        raise ValueError(f"linear_attention: k (..., S, E) and v (..., S, Ev) must share S, got {k.shape} and {v.shape}")
-    try:
-        np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
-    except ValueError:
-        raise ValueError(f"linear_attention: batch dims of q {q.shape}, k {k.shape} and v {v.shape} do not "
-                         f"broadcast") from None
-
-
 def _phis(q, k, v, causal, feature_map):
     q, k, v = as_tensor(q), as_tensor(k), as_tensor(v)
-    _check(q, k, v)
+    check_qkv(q, k, v, "linear_attention")
     if causal and q.shape[-2] != k.shape[-2]:
         raise ValueError(f"linear_attention: causal=True needs as many queries as keys (L == S), got q {q.shape} "
                          f"and k {k.shape}")

@@ -8,11 +8,14 @@ import numpy as np
 from minigrad import Tensor, no_grad
 from minigrad.random import get_rng
 from minigrad.nn import Embedding, Linear, Module, ModuleList, RMSNorm, normal_
+from minigrad.nn.functional import silu
 
 from .cache import KVCache
+from .masks import check_int
 from .multihead import MultiHeadAttention
 from .positions import RotaryEmbedding
-from .transformer import silu
+
+__all__ = ("SwiGLU", "LlamaBlock", "DecoderLM", "sample_next")
 
 # What a Llama block changes in the transformer layer of transformer.py (Vaswani et al. 2017, pre-LN):
 #   LayerNorm            -> RMSNorm: divide by the root mean square, no centring, no bias (Zhang & Sennrich 2019)
@@ -41,12 +44,6 @@ class SwiGLU(Module):
         return self.down_proj(silu(self.gate_proj(x)) * self.up_proj(x))
 
 
-def _count(name, v, who, low=1):
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
-        raise ValueError(f"{who}: {name} must be an integer >= {low}, got {v!r}")
-    return int(v)
-
-
 class LlamaBlock(Module):
     """x + Attn(RMSNorm(x)), then x + SwiGLU(RMSNorm(x)): one Llama decoder layer, (B, T, dim) -> (B, T, dim).
 
@@ -57,15 +54,15 @@ class LlamaBlock(Module):
     def __init__(self, dim, num_heads, num_kv_heads=None, ffn_dim=None, rope_base=10000.0, norm_eps=1e-6,
                  rotary_layout="half"):
         super().__init__()
-        _count("dim", dim, "LlamaBlock")
-        _count("num_heads", num_heads, "LlamaBlock")
+        check_int("dim", dim, 1, "LlamaBlock")
+        check_int("num_heads", num_heads, 1, "LlamaBlock")
         if dim % num_heads:
             raise ValueError(f"LlamaBlock: dim ({dim}) must be divisible by num_heads ({num_heads})")
         head_dim = dim // num_heads
         if head_dim % 2:
             raise ValueError(f"LlamaBlock: the rotary head dim (dim / num_heads = {dim} / {num_heads} = {head_dim}) "
                              f"must be even")
-        ffn_dim = _count("ffn_dim", 4 * dim if ffn_dim is None else ffn_dim, "LlamaBlock")
+        ffn_dim = check_int("ffn_dim", 4 * dim if ffn_dim is None else ffn_dim, 1, "LlamaBlock")
         self.attn_norm = RMSNorm(dim, eps=norm_eps)
         self.self_attn = MultiHeadAttention(dim, num_heads, bias=False, num_kv_heads=num_kv_heads,
                                             rotary=RotaryEmbedding(head_dim, rope_base, layout=rotary_layout))
@@ -90,9 +87,9 @@ class DecoderLM(Module):
     def __init__(self, vocab_size, dim, num_layers, num_heads, num_kv_heads, ffn_dim, rope_base=10000.0,
                  norm_eps=1e-6, tie_weights=False, rotary_layout="half", max_seq_len=None):
         super().__init__()
-        self.vocab_size = _count("vocab_size", vocab_size, "DecoderLM")
-        _count("num_layers", num_layers, "DecoderLM")
-        self.max_seq_len = None if max_seq_len is None else _count("max_seq_len", max_seq_len, "DecoderLM")
+        self.vocab_size = check_int("vocab_size", vocab_size, 1, "DecoderLM")
+        check_int("num_layers", num_layers, 1, "DecoderLM")
+        self.max_seq_len = None if max_seq_len is None else check_int("max_seq_len", max_seq_len, 1, "DecoderLM")
         self.tie_weights = bool(tie_weights)
         self.embed_tokens = Embedding(vocab_size, dim)
         self.layers = ModuleList([LlamaBlock(dim, num_heads, num_kv_heads, ffn_dim, rope_base, norm_eps, rotary_layout)
@@ -134,12 +131,12 @@ class DecoderLM(Module):
         generator, seeded by minigrad.manual_seed). Runs in eval mode under no_grad."""
         ids = self._check_ids(ids, "generate")
         B, T = ids.shape
-        n = _count("max_new_tokens", max_new_tokens, "generate", low=0)
+        n = check_int("max_new_tokens", max_new_tokens, 0, "generate")
         if T < 1:
             raise ValueError("generate: the prompt must hold at least one token per row, got (B, 0)")
         if not (isinstance(temperature, (int, float, np.floating)) and np.isfinite(temperature) and temperature >= 0):
             raise ValueError(f"generate: temperature must be a finite number >= 0 (0 = greedy), got {temperature!r}")
-        if top_k is not None and (_count("top_k", top_k, "generate") > self.vocab_size):
+        if top_k is not None and (check_int("top_k", top_k, 1, "generate") > self.vocab_size):
             raise ValueError(f"generate: top_k must be in [1, vocab_size={self.vocab_size}], got {top_k}")
         cache = KVCache(max_len=self.max_seq_len) if cache is None else cache
         past = cache.seq_len

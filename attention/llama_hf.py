@@ -8,6 +8,8 @@ import numpy as np
 
 from minigrad import Tensor
 
+__all__ = ("from_hf_llama", "to_hf_llama", "hf_llama_config", "decoder_lm_kwargs")
+
 # Hugging Face key (LlamaForCausalLM.state_dict())       shape          key here (DecoderLM.state_dict())
 # model.embed_tokens.weight                               (V, C)         embed_tokens.weight
 # model.layers.{i}.input_layernorm.weight                 (C,)           layers.{i}.attn_norm.weight

@@ -12,6 +12,8 @@ from .local import sliding_window_attention
 from .masks import causal_mask, mha_masks
 from .positions import RotaryEmbedding
 
+__all__ = ("MultiHeadAttention", "KERNELS")
+
 # Parameters carry the names, shapes and initialisation of torch.nn.MultiheadAttention, so a PyTorch
 # model's state dict loads unchanged. Batch-first, with nanoGPT's letters: B batch, T (or L / S) time,
 # C = embed_dim channels, H heads of D = C // H features each; head h owns features [h D, (h + 1) D).
@@ -33,7 +35,47 @@ from .positions import RotaryEmbedding
 # cross-attention's queries and keys have no shared positions. The rotation has no parameters: the state dict
 # is the same with or without it.
 
-PATHS = ("dense", "window", "efficient")  # MultiHeadAttention(attention=...): how the heads attend
+# ---- the kernels the heads attend with: q (B, H, L, D), k and v (B, H_kv, S, D) -> (y (B, H, L, D), weights) ----
+
+def _dense(m, q, k, v, packed, key_padding_mask, attn_mask, is_causal, need_weights):
+    """scaled_dot_product_attention's node; grouped K/V heads broadcast over their query heads (no copy).
+    packed: the (3, B, H, T, D) q, k, v of a self-attention's one fused projection (q, k, v are then None)."""
+    x = q if packed is None else packed
+    B, H, L = x.shape[-4:-1]
+    S = (k if packed is None else packed).shape[-2]
+    allowed, bias = mha_masks(key_padding_mask, attn_mask, is_causal, B, H, L, S, x.dtype)
+    common = (allowed, bias, m.dropout, None, need_weights, m.training, None)
+    if packed is not None:
+        res = attend(None, None, None, packed, *common)
+    elif k.shape[1] != H:
+        res = attend_grouped(q, k, v, *common)
+    else:
+        res = attend(q, k, v, None, *common)
+    return res if need_weights else (res, None)
+
+
+def _window(m, q, k, v, packed, key_padding_mask, attn_mask, is_causal, need_weights):
+    """sliding_window_attention (self-attention: the window is the mask); no weights."""
+    if attn_mask is not None:
+        raise ValueError("MultiHeadAttention: attention='window' takes no attn_mask (the window is the mask); "
+                         "use key_padding_mask and is_causal, or attention='dense'")
+    if key_padding_mask is not None and np.asarray(getattr(key_padding_mask, "data", key_padding_mask)).dtype != bool:
+        raise TypeError("MultiHeadAttention: attention='window' needs a bool key_padding_mask (True = padding)")
+    groups = q.shape[1] // k.shape[1]
+    return sliding_window_attention(q, repeat_kv(k, groups), repeat_kv(v, groups), m.window, causal=is_causal,
+                                    dilation=m.dilation, key_padding_mask=key_padding_mask), None
+
+
+def _efficient(m, q, k, v, packed, key_padding_mask, attn_mask, is_causal, need_weights):
+    """memory_efficient_attention's chunked node (the causal rule built per chunk); no weights."""
+    (B, H, L, _), S = q.shape, k.shape[2]
+    allowed, bias = mha_masks(key_padding_mask, attn_mask, False, B, H, L, S, q.dtype)
+    groups = H // k.shape[1]
+    return attend_chunked(q, repeat_kv(k, groups), repeat_kv(v, groups), allowed, bias, is_causal, None,
+                          m.chunk_size), None
+
+
+KERNELS = {"dense": _dense, "window": _window, "efficient": _efficient}  # MultiHeadAttention(attention=...)
 
 
 class MultiHeadAttention(Module):
@@ -47,7 +89,15 @@ class MultiHeadAttention(Module):
         num_kv_heads: heads of K and V (default num_heads; 1 is multi-query), a divisor of num_heads.
         rotary: None, or a RotaryEmbedding(head_dim, ...) that rotates q and k by their positions."""
         super().__init__()
-        self._set_path(attention, window, dilation, chunk_size, dropout)
+        if attention not in KERNELS:
+            raise ValueError(f"MultiHeadAttention: attention must be one of {tuple(KERNELS)}, got {attention!r}")
+        if attention == "window" and (window is None or isinstance(window, bool) or not isinstance(window, int)
+                                      or window < 0):
+            raise ValueError(f"MultiHeadAttention: attention='window' needs window = an integer >= 0, got {window!r}")
+        if attention != "dense" and dropout:
+            raise ValueError(f"MultiHeadAttention: dropout on the weights ({dropout}) needs attention='dense'; "
+                             f"the {attention} path never builds the (L, S) weights")
+        self.attention, self.window, self.dilation, self.chunk_size = attention, window, dilation, chunk_size
         if num_heads <= 0 or embed_dim % num_heads != 0:
             raise ValueError(f"MultiHeadAttention: embed_dim ({embed_dim}) must be divisible by num_heads "
                              f"({num_heads})")
@@ -78,40 +128,6 @@ class MultiHeadAttention(Module):
             raise ValueError(f"MultiHeadAttention: rotary must be None or a RotaryEmbedding(head_dim={self.head_dim}) "
                              f"(embed_dim {C} / num_heads {num_heads}), got {rotary!r}")
         self.rotary = rotary
-
-    def _set_path(self, attention, window, dilation, chunk_size, dropout):
-        if attention not in PATHS:
-            raise ValueError(f"MultiHeadAttention: attention must be one of {PATHS}, got {attention!r}")
-        if attention == "window" and (window is None or isinstance(window, bool) or not isinstance(window, int)
-                                      or window < 0):
-            raise ValueError(f"MultiHeadAttention: attention='window' needs window = an integer >= 0, got {window!r}")
-        if attention != "dense" and dropout:
-            raise ValueError(f"MultiHeadAttention: dropout on the weights ({dropout}) needs attention='dense'; "
-                             f"the {attention} path never builds the (L, S) weights")
-        self.attention, self.window, self.dilation, self.chunk_size = attention, window, dilation, chunk_size
-
-    def _forward_fast(self, query, key, value, key_padding_mask, attn_mask, is_causal, B, L, S):
-        """The window / efficient paths: the same projections, another kernel; weights are None."""
-        H, D, C = self.num_heads, self.head_dim, self.embed_dim
-        heads = []
-        for i, x, T in ((0, query, L), (1, key, S), (2, value, S)):
-            heads.append(self._heads(x, i, B, T))  # (B, T, C) -> (B, H, T, D) (H_kv heads for k and v)
-        heads[0], heads[1] = self._rotate(heads[0], heads[1], 0)
-        q, k, v = heads[0], repeat_kv(heads[1], H // self.num_kv_heads), repeat_kv(heads[2], H // self.num_kv_heads)
-        if self.attention == "window":
-            if attn_mask is not None:
-                raise ValueError("MultiHeadAttention: attention='window' takes no attn_mask (the window is the mask); "
-                                 "use key_padding_mask and is_causal, or attention='dense'")
-            if key_padding_mask is not None and (np.asarray(getattr(key_padding_mask, "data", key_padding_mask)).dtype
-                                                 != bool):
-                raise TypeError("MultiHeadAttention: attention='window' needs a bool key_padding_mask (True = padding)")
-            y = sliding_window_attention(q, k, v, self.window, causal=is_causal, dilation=self.dilation,
-                                         key_padding_mask=key_padding_mask)
-        else:
-            allowed, bias = mha_masks(key_padding_mask, attn_mask, False, B, self.num_heads, L, S, query.dtype)
-            y = attend_chunked(q, k, v, allowed, bias, is_causal, None, self.chunk_size)
-        y = y.transpose(0, 2, 1, 3).reshape(B, L, C)  # (B, H, L, D) -> (B, L, C)
-        return self.out_proj(y), None
 
     def _weights(self, i):
         """Projection i (0 = q, 1 = k, 2 = v) as (weight, bias)."""
@@ -174,7 +190,6 @@ class MultiHeadAttention(Module):
                              f"expected, got {query.shape}, {key.shape}, {value.shape}")
         B, L, C = query.shape
         S = key.shape[1]
-        H, D = self.num_heads, self.head_dim
         if C != self.embed_dim:
             raise ValueError(f"MultiHeadAttention: query (B, L, embed_dim={self.embed_dim}) expected, "
                              f"got {query.shape}")
@@ -194,41 +209,38 @@ class MultiHeadAttention(Module):
         if self.rotary is not None and not self_attn:
             raise ValueError("MultiHeadAttention: rotary= rotates self-attention's q and k by their shared positions; "
                              "call it with key=None (a cross-attention has no such positions)")
-        if self.attention != "dense":
-            if is_causal and attn_mask is not None:
-                raise ValueError("MultiHeadAttention: give attn_mask or is_causal=True, not both")
-            return self._forward_fast(query, key, value, key_padding_mask, attn_mask, is_causal, B, L, S)
-        if cache is not None:
-            q, k, v = self._cached_kv(query, key, value, self_attn, cache, B, L, S)
-            if self_attn and is_causal:
-                if attn_mask is not None:
-                    raise ValueError("MultiHeadAttention: give attn_mask or is_causal=True, not both")
-                attn_mask, is_causal = causal_mask(L, k.shape[2]), False  # lower-right: after the cached keys
-            S = k.shape[2]
-        allowed, bias = mha_masks(key_padding_mask, attn_mask, is_causal, B, H, L, S, query.dtype)
-        common = (allowed, bias, self.dropout, None, need_weights, self.training, None)
-        grouped = self.num_kv_heads != H
-        if cache is not None:
-            res = attend_grouped(q, k, v, *common) if grouped else attend(q, k, v, None, *common)
-        elif self_attn and self._same_dims and not grouped and self.rotary is None:
-            # one fused linear for q, k and v, then a view per head
-            qkv = ops.linear(query, self.in_proj_weight, self.in_proj_bias)  # (B, T, 3C)
-            qkv = qkv.reshape(B, L, 3, H, D).transpose(2, 0, 3, 1, 4)       # (3, B, H, T, D)
-            res = attend(None, None, None, qkv, *common)
-        else:
-            q = self._heads(query, 0, B, L)                      # (B, L, C) -> (B, H, L, D)
-            k, v = self._heads(key, 1, B, S), self._heads(value, 2, B, S)  # (B, S, *) -> (B, H_kv, S, D)
-            q, k = self._rotate(q, k, 0)                         # rotary: positions 0..L-1
-            res = attend_grouped(q, k, v, *common) if grouped else attend(q, k, v, None, *common)
-        y, weights = res if need_weights else (res, None)
+        if is_causal and attn_mask is not None:
+            raise ValueError("MultiHeadAttention: give attn_mask or is_causal=True, not both "
+                             "(fold the causal rule into attn_mask with attention.causal_mask)")
+        # heads (B, H(_kv), T, D); with rotary=, q and k come rotated at their positions (see _project)
+        q, k, v, packed = self._project(query, key, value, self_attn, cache, B, L, S)
+        if cache is not None and self_attn and is_causal:  # lower-right: the new queries follow the cached keys
+            attn_mask, is_causal = causal_mask(L, k.shape[2]), False
+        y, weights = KERNELS[self.attention](self, q, k, v, packed, key_padding_mask, attn_mask, is_causal,
+                                             need_weights)
         y = y.transpose(0, 2, 1, 3).reshape(B, L, C)  # (B, H, L, D) -> (B, L, H, D) -> (B, L, C): heads side by side
         y = self.out_proj(y)
         if weights is not None and average_attn_weights:
             weights = weights.mean(axis=1)  # (B, H, L, S) -> (B, L, S)
         return y, weights
 
+    def _project(self, query, key, value, self_attn, cache, B, L, S):
+        """The q, k, v projections as heads: q (B, H, L, D), k and v (B, H_kv, S, D) (with cache=, the cached
+        keys and values too), or, for a self-attention of the dense kernel, one fused projection packed as
+        (3, B, H, T, D) (q, k, v None) -> (q, k, v, packed). With rotary=, q and k are rotated right after the
+        head split, at positions 0..L-1, or after the cached ones (the new keys before they are cached)."""
+        if cache is not None:
+            return (*self._cached_kv(query, key, value, self_attn, cache, B, L, S), None)
+        if self.attention == "dense" and self_attn and self._same_dims and self.num_kv_heads == self.num_heads \
+                and self.rotary is None:
+            # one fused linear for q, k and v, then a view per head: one node, one gradient (speed)
+            qkv = ops.linear(query, self.in_proj_weight, self.in_proj_bias)                  # (B, T, 3C)
+            qkv = qkv.reshape(B, L, 3, self.num_heads, self.head_dim).transpose(2, 0, 3, 1, 4)  # (3, B, H, T, D)
+            return None, None, None, qkv
+        q, k = self._rotate(self._heads(query, 0, B, L), self._heads(key, 1, B, S), 0)
+        return q, k, self._heads(value, 2, B, S), None
+
     def extra_repr(self):
-        """embed_dim, num_heads, dropout (and a non-dense attention= path), for the repr."""
         path = "" if self.attention == "dense" else f", attention={self.attention!r}"
         kv = "" if self.num_kv_heads == self.num_heads else f", num_kv_heads={self.num_kv_heads}"
         return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}{kv}, dropout={self.dropout}{path}"

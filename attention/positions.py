@@ -7,6 +7,9 @@ import numpy as np
 from minigrad import Tensor, get_default_dtype, make_node, ops
 from minigrad.nn import Module
 
+__all__ = ("RotaryEmbedding", "apply_rotary", "rope_reference", "rope_half", "rotate_half", "rotary_angles",
+           "alibi_slopes", "alibi_bias")
+
 # Rotary embedding. Feature pairs (x[2i], x[2i+1]) of a head (the RoFormer paper's and torchtune's layout) are
 # rotated by the angle m * theta_i at position m, theta_i = base^(-2i / head_dim):
 #     y[2i]   = x[2i] cos(m theta_i) - x[2i+1] sin(m theta_i)
@@ -165,7 +168,6 @@ class RotaryEmbedding(Module):
         return apply_rotary(x, positions, self.base, self.layout)
 
     def extra_repr(self):
-        """head_dim, base and layout, for the repr."""
         return f"head_dim={self.head_dim}, base={self.base}, layout={self.layout!r}"
 
 

@@ -8,8 +8,13 @@ import numpy as np
 
 from minigrad import Tensor, get_default_dtype, ops
 from minigrad.nn import Dropout, LayerNorm, Linear, Module, ModuleList, normal_, parameter
+from minigrad.nn.functional import silu
 
+from .masks import check_int
 from .multihead import MultiHeadAttention
+
+__all__ = ("TransformerEncoderLayer", "TransformerDecoderLayer", "TransformerEncoder", "TransformerDecoder",
+           "SinusoidalPositionalEncoding", "LearnedPositionalEncoding", "sinusoidal_table", "swiglu")
 
 # Pre-LN (the default here, norm_first=True) puts LayerNorm inside each residual branch, x + f(LN(x)),
 # which trains without warm-up tricks at these sizes; norm_first=False is the original post-LN,
@@ -26,15 +31,10 @@ from .multihead import MultiHeadAttention
 # self-attention only (see MultiHeadAttention); with bias=False and RMSNorm this is a Llama block's parts.
 
 
-def silu(x):
-    """x * sigmoid(x) (the "swish" of Ramachandran et al. 2017), elementwise; composed of ops."""
-    return x * ops.sigmoid(x)
-
-
 def swiglu(a):
     """a (..., 2F) = [gate, value] -> silu(gate) * value (..., F): the SwiGLU hidden layer."""
-    F = a.shape[-1] // 2
-    return silu(a[..., :F]) * a[..., F:]
+    n = a.shape[-1] // 2
+    return silu(a[..., :n]) * a[..., n:]
 
 
 _ACTIVATIONS = {"relu": ops.relu, "gelu": ops.gelu, "swiglu": swiglu}
@@ -47,14 +47,6 @@ def _activation(act):
         raise ValueError(f"activation must be one of {sorted(_ACTIVATIONS)} or a callable (e.g. a Module), "
                          f"got {act!r}")
     return act
-
-
-def _path(attention, window, dilation, dropout):
-    """MultiHeadAttention's path arguments; the fast paths have no weight dropout, so it must be 0 for them."""
-    if attention != "dense" and dropout:
-        raise ValueError(f"attention={attention!r} needs dropout=0.0 (it never builds the weights to drop), "
-                         f"got dropout={dropout}")
-    return {"attention": attention, "window": window, "dilation": dilation}
 
 
 class _FeedForward(Module):
@@ -98,8 +90,8 @@ class TransformerEncoderLayer(_FeedForward):
         rotary: a RotaryEmbedding(d_model // nhead) for the self-attention's q and k, or None."""
         super().__init__()
         self._init_order(norm_first, batch_first)
-        self.self_attn = MultiHeadAttention(d_model, nhead, dropout=dropout, bias=bias, rotary=rotary,
-                                            **_path(attention, window, dilation, dropout))
+        self.self_attn = MultiHeadAttention(d_model, nhead, dropout=dropout, bias=bias, attention=attention,
+                                            window=window, dilation=dilation, rotary=rotary)
         self._init_ff(d_model, dim_feedforward, dropout, activation, bias)
         self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
         self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
@@ -130,11 +122,10 @@ class TransformerDecoderLayer(_FeedForward):
         (a window over the memory has no meaning). rotary: a RotaryEmbedding for the self-attention only."""
         super().__init__()
         self._init_order(norm_first, batch_first)
-        self.self_attn = MultiHeadAttention(d_model, nhead, dropout=dropout, bias=bias, rotary=rotary,
-                                            **_path(attention, window, dilation, dropout))
+        self.self_attn = MultiHeadAttention(d_model, nhead, dropout=dropout, bias=bias, attention=attention,
+                                            window=window, dilation=dilation, rotary=rotary)
         cross = "efficient" if attention == "efficient" else "dense"
-        self.multihead_attn = MultiHeadAttention(d_model, nhead, dropout=dropout, bias=bias,
-                                                 **_path(cross, None, 1, dropout))
+        self.multihead_attn = MultiHeadAttention(d_model, nhead, dropout=dropout, bias=bias, attention=cross)
         self._init_ff(d_model, dim_feedforward, dropout, activation, bias)
         self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
         self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
@@ -168,8 +159,7 @@ class TransformerDecoderLayer(_FeedForward):
 
 def _clones(layer, num_layers, who):
     """num_layers independent deep copies of layer, as torch's stacks make (layers.0, layers.1, ...)."""
-    if not isinstance(num_layers, (int, np.integer)) or isinstance(num_layers, bool) or num_layers < 1:
-        raise ValueError(f"{who}: num_layers must be a positive int, got {num_layers!r}")
+    num_layers = check_int("num_layers", num_layers, 1, who)
     if not isinstance(layer, Module):
         raise TypeError(f"{who}: a layer Module to copy expected, got {type(layer).__name__}")
     return ModuleList([copy.deepcopy(layer) for _ in range(num_layers)])

@@ -7,15 +7,8 @@ of its own; requires_grad=True makes a float result a leaf.
 import numpy as np
 
 from .dtypes import get_default_dtype
-from .ops._args import _shape_arg
+from .interop import _size_arg
 from .tensor import Tensor
-
-
-def _size(size, name):
-    size = tuple(size[0]) if len(size) == 1 and isinstance(size[0], (tuple, list)) else tuple(size)
-    if any(not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 0 for n in size):
-        raise ValueError(f"{name}: size must be non-negative ints, got {size}")
-    return size
 
 
 def _infer(value):
@@ -35,17 +28,17 @@ def _data(x):
 
 def zeros(*size, requires_grad=False, dtype=None):
     """A Tensor of zeros of `size` (a tuple or separate ints; default float dtype), as torch.zeros."""
-    return Tensor(np.zeros(_shape_arg(size), dtype or get_default_dtype()), requires_grad)
+    return Tensor(np.zeros(_size_arg(size, "zeros"), dtype or get_default_dtype()), requires_grad)
 
 
 def ones(*size, requires_grad=False, dtype=None):
     """A Tensor of ones of `size` (a tuple or separate ints; default float dtype), as torch.ones."""
-    return Tensor(np.ones(_shape_arg(size), dtype or get_default_dtype()), requires_grad)
+    return Tensor(np.ones(_size_arg(size, "ones"), dtype or get_default_dtype()), requires_grad)
 
 
 def full(size, fill_value, dtype=None, requires_grad=False):
     """A tensor of shape `size` filled with fill_value (its dtype inferred as torch does)."""
-    size = _size((size,) if isinstance(size, (int, np.integer)) else (tuple(size),), "full")
+    size = _size_arg((size,) if isinstance(size, (int, np.integer)) else (tuple(size),), "full")
     return Tensor(np.full(size, fill_value, np.dtype(dtype) if dtype is not None else _infer(fill_value)),
                   requires_grad)
 

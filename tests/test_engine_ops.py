@@ -125,6 +125,8 @@ UNARY = [
     ("log", lambda x: x.log(), np.log, "pos"),
     ("sigmoid", lambda x: x.sigmoid(), lambda x: 1 / (1 + np.exp(-x)), "any"),
     ("astype", lambda x: x.astype(np.float64), lambda x: x, "any"),
+    ("square", mg.square, np.square, "any"),
+    ("square", lambda x: x.square(), np.square, "any"),
 ]
 for k, (name, f, ref, dom) in enumerate(UNARY):
     for shape in [(), (2, 3)]:

@@ -6,6 +6,8 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from minigrad import Function, nn, ops
 
+__all__ = ("Conv2d", "conv2d")
+
 
 class _Conv2d(Function):
     """NCHW convolution as torch.nn.functional.conv2d (cross-correlation), by im2col and one matmul.

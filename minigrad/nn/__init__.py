@@ -16,3 +16,13 @@ from .layers import *  # noqa: F401,F403
 from .loss import *  # noqa: F401,F403
 from .module import *  # noqa: F401,F403
 from .rnn import *  # noqa: F401,F403
+
+
+def __getattr__(name):
+    """nn.MultiheadAttention: the attention package holds it (minigrad never imports attention); say where."""
+    if name == "MultiheadAttention":
+        raise AttributeError("minigrad.nn has no MultiheadAttention: it is in the attention package, which builds on "
+                             "minigrad: `from attention import MultiheadAttention` (torch's spelling of "
+                             "attention.MultiHeadAttention; batch-first, and a boolean attn_mask is True where a query "
+                             "MAY attend, the opposite of torch's)")
+    raise AttributeError(f"module 'minigrad.nn' has no attribute {name!r}")

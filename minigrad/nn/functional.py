@@ -12,6 +12,12 @@ from ..ops import as_tensor
 from ..tensor import Tensor, make_node
 
 
+def silu(x):
+    """Elementwise x * sigmoid(x) (SiLU, also called swish), as torch's silu; built from mul and sigmoid."""
+    x = ops.as_tensor(x)
+    return x * sigmoid(x)
+
+
 def leaky_relu(x, negative_slope=0.01):
     """Elementwise x if x > 0 else negative_slope * x, as torch's leaky_relu (built from where)."""
     x = ops.as_tensor(x)

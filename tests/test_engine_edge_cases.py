@@ -1,5 +1,5 @@
-"""Issue 8, engine part: each test is one defect the adversarial probe found (a silent wrong number, a NaN,
-a crash on valid input, or a misleading message). Torch parity for these is in test_issue8_parity.py."""
+"""Engine edge cases: each test is one defect the adversarial probe found (a silent wrong number, a NaN,
+a crash on valid input, or a misleading message). Torch parity for these is in test_torch_parity_edge_cases.py."""
 import math
 import threading
 
