@@ -12,7 +12,8 @@ __all__ = ("KVCache",)
 # One KVCache serves a whole model: every MultiHeadAttention that is handed it keeps its own entry, keyed by
 # the module, so the same object goes through a decoder stack (TransformerDecoder(..., cache=cache)) as HF's
 # DynamicCache does. A self-attention entry grows by the new positions at every call; a cross-attention entry
-# (keys from the encoder's memory) is filled on the first call and read after that.
+# (keys from the encoder's memory) is filled on the first call and read after that; a memory of another batch or
+# length is then an error (MultiHeadAttention._cached_kv), never attended with the old keys.
 #
 # Entries are (B, H_kv, T, D): with grouped-query attention the cache holds only the K/V heads, which is the
 # memory it saves (nbytes, bytes_per_token). Under no_grad (decoding) the keys live in NumPy buffers that grow

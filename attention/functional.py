@@ -348,25 +348,28 @@ def attend(q, k, v, packed, allowed, bias, dropout_p, scale, return_weights, tra
         qd, kd, vd = q.data, k.data, v.data
     out, p, cache = sdpa_forward(qd, kd, vd, allowed, None if bias is None else bias.data, scale, p_drop,
                              rng or random.get_rng())
-    with_bias = bias is not None and bias.requires_grad
+    # a float mask is a parent even when constant (its gradient is then skipped: need_db): the create_graph
+    # rule rebuilds the attention from the parents, and a mask left out of them was silently dropped there
+    with_bias = bias is not None
+    need_db = with_bias and bias.requires_grad
     parents = ((packed,) if packed is not None else (q, k, v)) + ((bias,) if with_bias else ())
 
     if packed is not None:
         def backward(g):  # one gradient (3, ..., T, D) for the packed q, k, v
-            dq, dk, dv, db = sdpa_backward(g, cache, scale, (True, True, True, with_bias))
+            dq, dk, dv, db = sdpa_backward(g, cache, scale, (True, True, True, need_db))
             return (np.stack(np.broadcast_arrays(dq, dk, dv)),) + ((db,) if with_bias else ())
 
         def backward_w(gp):
-            dq, dk, db = _backward_weights(gp, cache, scale, (True, True, with_bias))
+            dq, dk, db = _backward_weights(gp, cache, scale, (True, True, need_db))
             return (np.stack(np.broadcast_arrays(dq, dk, np.zeros_like(dq))),) + ((db,) if with_bias else ())  # dv = 0
     else:
         def backward(g):  # (dq, dk, dv[, dmask]); the engine sums broadcast batch dims back
             dq, dk, dv, db = sdpa_backward(g, cache, scale, (q.requires_grad, k.requires_grad,
-                                                             v.requires_grad, with_bias))
+                                                             v.requires_grad, need_db))
             return (dq, dk, dv) + ((db,) if with_bias else ())
 
         def backward_w(gp):
-            dq, dk, db = _backward_weights(gp, cache, scale, (q.requires_grad, k.requires_grad, with_bias))
+            dq, dk, db = _backward_weights(gp, cache, scale, (q.requires_grad, k.requires_grad, need_db))
             return (dq, dk, None) + ((db,) if with_bias else ())  # the weights do not depend on v
 
     out_t = make_node(out, parents, backward, "scaled_dot_product_attention")

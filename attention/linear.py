@@ -54,7 +54,17 @@ def linear_attention_reference(q, k, v, causal=False, feature_map="elu+1"):
     w = fq @ fk.swapaxes(-1, -2)                                      # (..., L, S)
     if causal:
         w = ops.where(np.tri(w.shape[-2], w.shape[-1], dtype=bool), w, 0.0)
-    return (w @ v) / w.sum(-1, keepdims=True)
+    return _normalise(w @ v, w.sum(-1, keepdims=True))
+
+
+def _normalise(num, den):
+    """num / den, and 0 where den is 0: no keys, or a feature map that is 0 on them (relu), leaves a query
+    nothing to attend to, and its output is zero with zero gradients, as scaled_dot_product_attention's, never
+    0 / 0 = NaN. (The inner where keeps the unused quotient finite, so no NaN reaches the gradient either.)"""
+    empty = den.data == 0
+    if not empty.any():
+        return num / den
+    return ops.where(empty, 0.0, num / ops.where(empty, 1.0, den))
 
 
 # ---- the causal prefix-sum kernel: A_i = sum_{j <= i} (Q_i . K_j) V_j, one node ------------------------------
@@ -112,7 +122,8 @@ def linear_attention(q, k, v, causal=False, feature_map="elu+1", chunk_size=64):
 
     out_i = phi(q_i)^T sum_j phi(k_j) v_j^T / phi(q_i)^T sum_j phi(k_j), over all j (causal=False: computed as
     phi(Q) (phi(K)^T V)) or j <= i (causal=True, L == S: the prefix-sum recurrence, `chunk_size` positions at a
-    time). feature_map: "elu+1" (the paper's) or a callable mapping a Tensor to positive features. No scale, no
+    time). feature_map: "elu+1" (the paper's) or a callable mapping a Tensor to features >= 0; a query whose
+    normaliser is 0 (no keys, or features all 0) gets a zero output, as softmax attention's. No scale, no
     mask, no softmax: time O(L E Ev) and memory linear in L. Differentiable (the causal kernel has a hand-written
     backward; the rest is composed of ops).
     """
@@ -122,4 +133,4 @@ def linear_attention(q, k, v, causal=False, feature_map="elu+1", chunk_size=64):
         a = causal_prefix_attention(fq, fk, va, chunk_size)          # (..., L, Ev + 1)
     else:
         a = fq @ (fk.swapaxes(-1, -2) @ va)                           # phi(Q) (phi(K)^T [V, 1])
-    return a[..., :-1] / a[..., -1:]
+    return _normalise(a[..., :-1], a[..., -1:])

@@ -155,8 +155,10 @@ class MultiHeadAttention(Module):
 
     def _cached_kv(self, query, key, value, self_attn, cache, B, L, S):
         """cache=: self-attention appends this call's k, v to the cache and reads all; a cross-attention
-        projects its keys and values (the memory) on its first call and reads them after. Returns q too:
-        with rotary=, q and the new k are rotated at the positions after the cached ones."""
+        projects its keys and values (the memory) on its first call and reads them after (the memory is taken
+        to be the same one, as Hugging Face's cross-attention cache does; one of another batch or length is an
+        error, never attended with the old keys: cache.reset() starts a new sequence). Returns q too: with
+        rotary=, q and the new k are rotated at the positions after the cached ones."""
         q = self._heads(query, 0, B, L)
         if self_attn:
             q, k = self._rotate(q, self._heads(key, 1, B, S), cache.held(self))
@@ -165,8 +167,10 @@ class MultiHeadAttention(Module):
         if kv is None:
             kv = (self._heads(key, 1, B, S), self._heads(value, 2, B, S))
             cache.store_static(self, *kv)
-        elif kv[0].shape[0] != B:
-            raise ValueError(f"MultiHeadAttention: cache holds memory of batch {kv[0].shape[0]}, got a batch of {B}")
+        elif kv[0].shape[0] != B or kv[0].shape[2] != S:
+            raise ValueError(f"MultiHeadAttention: cache holds a cross-attention memory of batch {kv[0].shape[0]} "
+                             f"and length {kv[0].shape[2]}, got a memory of batch {B} and length {S} (the cache "
+                             f"keeps the first memory's keys; call cache.reset() or use a new KVCache for another)")
         return (q,) + tuple(kv)
 
     def forward(self, query, key=None, value=None, key_padding_mask=None, attn_mask=None, is_causal=False,

@@ -28,10 +28,11 @@ __all__ = ("RotaryEmbedding", "apply_rotary", "rope_reference", "rope_half", "ro
 # "half" is composed of ops (slices, concat, products): its first and second gradients come from theirs.
 #
 # ALiBi. No position enters the embeddings; head h (1..H) adds -slope_h * (i - j) to the score of query i and
-# key j <= i, slope_h = 2^(-8 h / H): a penalty growing with distance, steeper in the first heads. With
-# Lq != Lk the queries are the last Lq positions (query i sits at key position Lk - Lq + i, lower-right, as
-# causal_mask and a decoder step over a cache). causal=True (the default, as the paper's decoder) puts -inf at
-# j > i, so the bias is also the causal mask: pass it alone as attn_mask. causal=False uses -slope_h |i - j|.
+# key j <= i, slope_h = 2^(-8 h / H) for H a power of two (else alibi_slopes' rule, the paper's): a penalty
+# growing with distance, steeper in the first heads. With Lq != Lk the queries are the last Lq positions
+# (query i sits at key position Lk - Lq + i, lower-right, as causal_mask and a decoder step over a cache).
+# causal=True (the default, as the paper's decoder) puts -inf at j > i, so the bias is also the causal mask:
+# pass it alone as attn_mask. causal=False uses -slope_h |i - j|.
 
 
 def _check_x(x, head_dim, who):
@@ -172,10 +173,17 @@ class RotaryEmbedding(Module):
 
 
 def alibi_slopes(num_heads):
-    """(H,) the slopes 2^(-8 h / H), h = 1..H (Press et al.; a geometric sequence for any H)."""
+    """(H,) ALiBi's head slopes, Press et al.'s rule (their get_slopes; BLOOM, MPT and Hugging Face follow it).
+
+    H a power of two: 2^(-8 h / H), h = 1..H. Otherwise the slopes of the largest power of two k < H, then
+    every other slope of the 2k set (2^(-8 h / 2k) for odd h = 1, 3, ...) for the H - k heads left over:
+    H = 6 gives 2^-2, 2^-4, 2^-6, 2^-8, 2^-1, 2^-3 (not a geometric sequence)."""
     if isinstance(num_heads, bool) or not isinstance(num_heads, (int, np.integer)) or num_heads < 1:
         raise ValueError(f"alibi_slopes: num_heads must be a positive integer, got {num_heads!r}")
-    return 2.0 ** (-8.0 * np.arange(1, num_heads + 1) / num_heads)
+    k = 1 << (int(num_heads).bit_length() - 1)  # the largest power of two <= H
+    slopes = 2.0 ** (-8.0 * np.arange(1, k + 1) / k)
+    extra = 2.0 ** (-8.0 * np.arange(1, 2 * (num_heads - k), 2) / (2 * k))  # odd h of the 2k set, H - k of them
+    return np.concatenate([slopes, extra])
 
 
 def alibi_bias(num_heads, len_q, len_k=None, causal=True, dtype=None):
