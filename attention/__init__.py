@@ -1,6 +1,7 @@
 """attention: the classic attention mechanisms on top of minigrad.
 
 Read masks.py, scores.py, functional.py, multihead.py, transformer.py, seq2seq.py, luong.py (soft attention);
+llama.py (a Llama block and a small decoder LM of them) and llama_hf.py (Hugging Face's Llama weights in and out);
 local.py and efficient.py (restricted and memory-efficient attention); masks2d.py and local2d.py (2-D
 windows and neighbourhoods over an image); vision.py (Swin and NATTEN layers, patch embedding, a small ViT);
 positions.py (rotary, ALiBi), linear.py (linear attention), cache.py (KV cache for decoding); distributions.py,
@@ -21,6 +22,8 @@ from .scores import (SCORES, AdditiveScore, Attention, CosineScore, DotScore, Ge
 from .transformer import (LearnedPositionalEncoding, SinusoidalPositionalEncoding, TransformerDecoder,  # noqa: F401
                           TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer, sinusoidal_table)
 from .seq2seq import Seq2Seq  # noqa: F401
+from .llama import DecoderLM, LlamaBlock, SwiGLU  # noqa: F401
+from .llama_hf import decoder_lm_kwargs, from_hf_llama, hf_llama_config, to_hf_llama  # noqa: F401
 from .distributions import Categorical, Normal  # noqa: F401
 from .hard import Rollout, fifty_percent_trick, gumbel_softmax, hard_attention, policy_input  # noqa: F401
 from .reinforce import (MovingAverageBaseline, Trainer, ValueBaseline, hybrid_loss, make_baseline,  # noqa: F401
@@ -57,4 +60,5 @@ __all__ = ("masked_softmax", "scaled_dot_product_attention", "attended_pairs", "
            "neighborhood_bias_2d", "neighborhood_mask_2d", "window_bias_2d", "window_mask_2d",
            "neighborhood_attention_2d", "neighborhood_attention_2d_reference", "window_attention_2d",
            "window_attention_2d_reference", "Mlp", "NeighborhoodAttention2d", "PatchEmbedding", "PatchMerging",
-           "SwinBlock", "VisionTransformer", "WindowAttention2d")
+           "SwinBlock", "VisionTransformer", "WindowAttention2d",
+           "DecoderLM", "LlamaBlock", "SwiGLU", "decoder_lm_kwargs", "from_hf_llama", "hf_llama_config", "to_hf_llama")

@@ -72,6 +72,11 @@ class KVCache:
             raise ValueError(f"{who}: positions [{start}, {start + T}) go beyond the cache's max_len={self.max_len}")
         return start
 
+    def held(self, module):
+        """Positions module's self-attention entry holds: the position of its next key (0 before its first)."""
+        e = self._entries.get(id(module))
+        return 0 if e is None else e.n
+
     def update(self, module, k, v):
         """Append k, v (B, H_kv, T, D) to module's entry -> all its keys and values (B, H_kv, past + T, D)."""
         B, _, T, _ = k.shape

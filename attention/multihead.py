@@ -10,6 +10,7 @@ from .efficient import attend_chunked
 from .functional import attend, attend_grouped, repeat_kv
 from .local import sliding_window_attention
 from .masks import causal_mask, mha_masks
+from .positions import RotaryEmbedding
 
 __all__ = ("MultiHeadAttention", "KERNELS")
 
@@ -27,6 +28,12 @@ __all__ = ("MultiHeadAttention", "KERNELS")
 # q_proj_weight (C, C), k_proj_weight (H_kv D, kdim), v_proj_weight (H_kv D, vdim); in_proj_bias
 # (C + 2 H_kv D,). With H_kv = H (the default) these are torch's shapes. forward(..., cache=KVCache()) is
 # incremental decoding (cache.py): see forward.
+#
+# Rotary positions (rotary=RotaryEmbedding(D, ...), positions.py): right after the heads are split, q and k
+# (never v) are rotated by their positions, 0..L-1 without a cache, past..past+L-1 with one (the new keys are
+# rotated before they are cached, so the cache holds rotated keys, as Hugging Face's). Self-attention only: a
+# cross-attention's queries and keys have no shared positions. The rotation has no parameters: the state dict
+# is the same with or without it.
 
 # ---- the kernels the heads attend with: q (B, H, L, D), k and v (B, H_kv, S, D) -> (y (B, H, L, D), weights) ----
 
@@ -75,11 +82,12 @@ class MultiHeadAttention(Module):
     """Self- or cross-attention with H heads; forward returns (output (B, L, C), weights or None)."""
 
     def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, kdim=None, vdim=None, attention="dense",
-                 window=None, dilation=1, chunk_size=512, num_kv_heads=None):
+                 window=None, dilation=1, chunk_size=512, num_kv_heads=None, rotary=None):
         """attention: "dense" (scaled_dot_product_attention), "window" (sliding_window_attention with `window`
         and `dilation`; self-attention) or "efficient" (memory_efficient_attention with `chunk_size`).
         The path holds no parameters: the state dict is the same for all three.
-        num_kv_heads: heads of K and V (default num_heads; 1 is multi-query), a divisor of num_heads."""
+        num_kv_heads: heads of K and V (default num_heads; 1 is multi-query), a divisor of num_heads.
+        rotary: None, or a RotaryEmbedding(head_dim, ...) that rotates q and k by their positions."""
         super().__init__()
         if attention not in KERNELS:
             raise ValueError(f"MultiHeadAttention: attention must be one of {tuple(KERNELS)}, got {attention!r}")
@@ -116,6 +124,10 @@ class MultiHeadAttention(Module):
         self.out_proj = Linear(C, C, bias=bias)
         if bias:
             zeros_(self.out_proj.bias)
+        if rotary is not None and (not isinstance(rotary, RotaryEmbedding) or rotary.head_dim != self.head_dim):
+            raise ValueError(f"MultiHeadAttention: rotary must be None or a RotaryEmbedding(head_dim={self.head_dim}) "
+                             f"(embed_dim {C} / num_heads {num_heads}), got {rotary!r}")
+        self.rotary = rotary
 
     def _weights(self, i):
         """Projection i (0 = q, 1 = k, 2 = v) as (weight, bias)."""
@@ -134,13 +146,23 @@ class MultiHeadAttention(Module):
         n = self.num_heads if i == 0 else self.num_kv_heads
         return ops.linear(x, w, b).reshape(B, T, n, self.head_dim).transpose(0, 2, 1, 3)
 
-    def _cached_kv(self, key, value, self_attn, cache, B, S):
+    def _rotate(self, q, k, past):
+        """q, k heads (B, *, T, D) rotated at positions past..past+T-1 (rotary=), or unchanged without it."""
+        if self.rotary is None:
+            return q, k
+        pos = np.arange(past, past + q.shape[2])
+        return self.rotary(q, pos), self.rotary(k, pos)
+
+    def _cached_kv(self, query, key, value, self_attn, cache, B, L, S):
         """cache=: self-attention appends this call's k, v to the cache and reads all; a cross-attention
         projects its keys and values (the memory) on its first call and reads them after (the memory is taken
         to be the same one, as Hugging Face's cross-attention cache does; one of another batch or length is an
-        error, never attended with the old keys: cache.reset() starts a new sequence)."""
+        error, never attended with the old keys: cache.reset() starts a new sequence). Returns q too: with
+        rotary=, q and the new k are rotated at the positions after the cached ones."""
+        q = self._heads(query, 0, B, L)
         if self_attn:
-            return cache.update(self, self._heads(key, 1, B, S), self._heads(value, 2, B, S))
+            q, k = self._rotate(q, self._heads(key, 1, B, S), cache.held(self))
+            return (q,) + cache.update(self, k, self._heads(value, 2, B, S))
         kv = cache.static(self)
         if kv is None:
             kv = (self._heads(key, 1, B, S), self._heads(value, 2, B, S))
@@ -149,7 +171,7 @@ class MultiHeadAttention(Module):
             raise ValueError(f"MultiHeadAttention: cache holds a cross-attention memory of batch {kv[0].shape[0]} "
                              f"and length {kv[0].shape[2]}, got a memory of batch {B} and length {S} (the cache "
                              f"keeps the first memory's keys; call cache.reset() or use a new KVCache for another)")
-        return kv
+        return (q,) + tuple(kv)
 
     def forward(self, query, key=None, value=None, key_padding_mask=None, attn_mask=None, is_causal=False,
                 need_weights=True, average_attn_weights=False, cache=None):
@@ -188,11 +210,14 @@ class MultiHeadAttention(Module):
                             f"(x.astype(...)) or build the module under that default dtype")
         if cache is not None and self.attention != "dense":
             raise ValueError(f"MultiHeadAttention: cache= needs attention='dense', got attention={self.attention!r}")
+        if self.rotary is not None and not self_attn:
+            raise ValueError("MultiHeadAttention: rotary= rotates self-attention's q and k by their shared positions; "
+                             "call it with key=None (a cross-attention has no such positions)")
         if is_causal and attn_mask is not None:
             raise ValueError("MultiHeadAttention: give attn_mask or is_causal=True, not both "
                              "(fold the causal rule into attn_mask with attention.causal_mask)")
-        q, k, v, packed = self._project(query, key, value, self_attn, cache, B, L, S)  # heads (B, H(_kv), T, D)
-        # (a per-head position encoding of q and k, such as rotary, goes here: after the heads, before attending)
+        # heads (B, H(_kv), T, D); with rotary=, q and k come rotated at their positions (see _project)
+        q, k, v, packed = self._project(query, key, value, self_attn, cache, B, L, S)
         if cache is not None and self_attn and is_causal:  # lower-right: the new queries follow the cached keys
             attn_mask, is_causal = causal_mask(L, k.shape[2]), False
         y, weights = KERNELS[self.attention](self, q, k, v, packed, key_padding_mask, attn_mask, is_causal,
@@ -206,15 +231,18 @@ class MultiHeadAttention(Module):
     def _project(self, query, key, value, self_attn, cache, B, L, S):
         """The q, k, v projections as heads: q (B, H, L, D), k and v (B, H_kv, S, D) (with cache=, the cached
         keys and values too), or, for a self-attention of the dense kernel, one fused projection packed as
-        (3, B, H, T, D) (q, k, v None) -> (q, k, v, packed)."""
+        (3, B, H, T, D) (q, k, v None) -> (q, k, v, packed). With rotary=, q and k are rotated right after the
+        head split, at positions 0..L-1, or after the cached ones (the new keys before they are cached)."""
         if cache is not None:
-            return (self._heads(query, 0, B, L), *self._cached_kv(key, value, self_attn, cache, B, S), None)
-        if self.attention == "dense" and self_attn and self._same_dims and self.num_kv_heads == self.num_heads:
+            return (*self._cached_kv(query, key, value, self_attn, cache, B, L, S), None)
+        if self.attention == "dense" and self_attn and self._same_dims and self.num_kv_heads == self.num_heads \
+                and self.rotary is None:
             # one fused linear for q, k and v, then a view per head: one node, one gradient (speed)
             qkv = ops.linear(query, self.in_proj_weight, self.in_proj_bias)                  # (B, T, 3C)
             qkv = qkv.reshape(B, L, 3, self.num_heads, self.head_dim).transpose(2, 0, 3, 1, 4)  # (3, B, H, T, D)
             return None, None, None, qkv
-        return self._heads(query, 0, B, L), self._heads(key, 1, B, S), self._heads(value, 2, B, S), None
+        q, k = self._rotate(self._heads(query, 0, B, L), self._heads(key, 1, B, S), 0)
+        return q, k, self._heads(value, 2, B, S), None
 
     def extra_repr(self):
         path = "" if self.attention == "dense" else f", attention={self.attention!r}"

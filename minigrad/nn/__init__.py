@@ -1,7 +1,7 @@
 """The torch.nn-shaped namespace: Module and Parameter, the layers, the loss modules, init and functional.
 
     module.py      Module, Parameter, ModuleList, Sequential, ModuleDict
-    layers.py      Linear, Embedding, LayerNorm, Dropout, ReLU, Tanh, Sigmoid, GELU, Softmax
+    layers.py      Linear, Embedding, LayerNorm, RMSNorm, Dropout, ReLU, Tanh, Sigmoid, GELU, Softmax
     conv.py        conv2d, max_pool2d, avg_pool2d (also in functional) and Conv2d, MaxPool2d, AvgPool2d
     rnn.py         GRUCell, LSTMCell, GRU, LSTM
     loss.py        CrossEntropyLoss, MSELoss, ... (the modules; the functions are in functional.py)

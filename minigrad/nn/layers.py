@@ -1,4 +1,4 @@
-"""Layers: Linear, Embedding, LayerNorm, Dropout and the activation modules, as torch.nn's."""
+"""Layers: Linear, Embedding, LayerNorm, RMSNorm, Dropout and the activation modules, as torch.nn's."""
 import math
 
 import numpy as np
@@ -9,8 +9,8 @@ from . import functional as F
 from .init import kaiming_uniform_, normal_, ones_, uniform_, zeros_
 from .module import Module, parameter
 
-__all__ = ("Linear", "Embedding", "LayerNorm", "Dropout", "ReLU", "Tanh", "Sigmoid", "GELU", "Softmax", "SiLU",
-           "Identity", "Flatten")
+__all__ = ("Linear", "Embedding", "LayerNorm", "RMSNorm", "Dropout", "ReLU", "Tanh", "Sigmoid", "GELU", "Softmax",
+           "SiLU", "Identity", "Flatten")
 
 
 class Linear(Module):
@@ -85,6 +85,30 @@ class LayerNorm(Module):
 
     def extra_repr(self):
         return f"{self.normalized_shape}, eps={self.eps}"
+
+
+class RMSNorm(Module):
+    """Divide by the root mean square over the trailing normalized_shape dims, then scale (weight), as
+    torch.nn.RMSNorm: no centring, no bias. eps=None is the input dtype's machine epsilon (torch's default)."""
+
+    def __init__(self, normalized_shape, eps=None, elementwise_affine=True):
+        super().__init__()
+        shape = (normalized_shape,) if isinstance(normalized_shape, (int, np.integer)) else tuple(normalized_shape)
+        if not shape or any(isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1 for n in shape):
+            raise ValueError(f"RMSNorm: normalized_shape must be a positive int or a tuple of them, "
+                             f"got {normalized_shape!r}")
+        if eps is not None and not eps >= 0:
+            raise ValueError(f"RMSNorm: eps must be >= 0 or None, got {eps!r}")
+        self.normalized_shape, self.eps = tuple(int(n) for n in shape), eps
+        self.elementwise_affine = bool(elementwise_affine)
+        self.weight = ones_(parameter(*self.normalized_shape)) if elementwise_affine else None
+
+    def forward(self, x):
+        """x divided by its root mean square over the trailing normalized_shape dims, times weight."""
+        return F.rms_norm(x, self.normalized_shape, self.weight, self.eps)
+
+    def extra_repr(self):
+        return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
 
 
 class Dropout(Module):
