@@ -1,12 +1,13 @@
 """Scaled dot-product attention (Vaswani et al. 2017, sec. 3.2.1) as one fused op with a hand-written
 backward, and a masked softmax for the score-function path (scores.py).
 """
+import functools
 import math
 
 import numpy as np
 
 from minigrad import make_node, ops
-from minigrad.autograd import in_place_backward
+from minigrad.autograd import saves
 from minigrad.fast.blas import rowdot, rowmax, rowsum
 from minigrad.ops import as_tensor
 from minigrad.random import get_rng
@@ -320,7 +321,17 @@ def attend(q, k, v, packed, allowed, bias, dropout_p, scale, return_weights, tra
     return out_t, make_node(p, parents, backward_w, "attention_weights")
 
 
-@in_place_backward
+@saves("out", in_place=True)
+def _masked_softmax_vjp(axis, g, p, scores, owned=False):  # d softmax: p (g - sum(g p)); p = 0 where masked
+    s = (g * p).sum(axis=axis, keepdims=True) if axis not in (-1, p.ndim - 1) or not isinstance(g, np.ndarray) \
+        else rowdot(g, p)
+    if owned and g.dtype == p.dtype:  # g is the engine's own buffer: the same arithmetic, in it
+        np.subtract(g, s, out=g)
+        g *= p
+        return (g,)
+    return ((g - s) * p,)
+
+
 def masked_softmax(scores, allowed=None, axis=-1):
     """Softmax over `axis` where only `allowed` (bool, True = may attend) entries compete.
 
@@ -342,10 +353,4 @@ def masked_softmax(scores, allowed=None, axis=-1):
     denom = rowsum(p) if last else p.sum(axis=axis, keepdims=True)
     denom[denom == 0] = 1
     p /= denom
-
-    def backward(g, owned=False):  # d softmax: p * (g - sum(g * p)); p = 0 at masked entries
-        s = rowdot(g, p) if last else (g * p).sum(axis=axis, keepdims=True)
-        gp = np.subtract(g, s, out=g) if owned and g.dtype == p.dtype else g - s
-        gp *= p
-        return (gp,)
-    return make_node(p, (scores,), backward, "masked_softmax")
+    return make_node(p, (scores,), None, "masked_softmax", vjp=functools.partial(_masked_softmax_vjp, axis))

@@ -17,7 +17,7 @@ import numpy as np
 from . import grad_mode as _gm
 from . import hooks as _hooks
 from . import versions as _versions
-from .backward import Scatter, _check_alive, _count_error, _freed, _topo, _unbroadcast
+from .backward import Scatter, _check_alive, _count_error, _freed, _topo, _unbroadcast, call_rule
 from .versions import _check_versions
 
 VJPS = {}  # op name -> vjp(node, g): one Tensor (or None) per parent, each shaped like it or broadcast to g
@@ -49,7 +49,7 @@ def _own_closure(node):
     fn = node._backward
     while hasattr(fn, "__wrapped__"):
         fn = fn.__wrapped__
-    return fn
+    return fn.backward if type(fn) is ArrayBackward else fn
 
 
 def captured(node, name):
@@ -73,16 +73,40 @@ def has_captured(node, name):
     return code is not None and name in code.co_freevars
 
 
-def recompute_vjp(node, g, fn):
-    """A rule for a fused node: its partial gradients, by rebuilding `fn(*node._parents)` (its plain form, in
-    Tensor ops) with a graph and differentiating that with create_graph (exact; it costs only here).
+def recompute_vjp(fn, g, inputs):
+    """The gradients of a kernel's plain form: `fn(*inputs)` (Tensor ops) rebuilt with a graph and differentiated
+    with create_graph (exact; it costs only here). One Tensor (or None) per input.
 
-    Each parent slot gets a stand-in of its own (a reshape to its own shape: a new node on top of it), so a
+    Each input slot gets a stand-in of its own (a reshape to its own shape: a new node on top of it), so a
     tensor passed twice (attention of x with itself) gets each slot's partial gradient, not the total twice."""
-    slots = [p.reshape(p.shape) if p.requires_grad else p for p in node._parents]
+    if hasattr(fn, "_parents"):  # (transitional: the old files' recompute_vjp(node, g, fn))
+        fn, inputs = inputs, fn._parents
+    slots = [p.reshape(p.shape) if p.requires_grad else p for p in inputs]
     want = [s for s in slots if s.requires_grad]
     got = dict(zip(want, walk([fn(*slots)], [g], want, create_graph=True, allow_unused=True, partial=True)))
     return [got.get(s) if s.requires_grad else None for s in slots]
+
+
+class ArrayBackward:
+    """The rule of a node made from an array closure backward(g) (a fused kernel's, a Function's).
+
+    The array walks call it with arrays: it runs the closure. create_graph calls it with Tensors: it
+    differentiates the op's plain form instead, its rule `vjp` (in Tensor ops) if it has one, else its
+    `reference` recomputed on the node's inputs (recompute_vjp), else it raises an error naming the op."""
+
+    __slots__ = ("backward", "vjp", "reference", "op")
+
+    def __init__(self, backward, vjp, reference, op):
+        self.backward, self.vjp, self.reference, self.op = backward, vjp, reference, op
+
+    def __call__(self, g, out, *inputs, need=None):
+        if isinstance(g, (np.ndarray, np.generic)):  # an array walk (the closure reads requires_grad itself)
+            return self.backward(g)
+        if self.vjp is not None:
+            return self.vjp(g, out, *inputs) if need is None else self.vjp(g, out, *inputs, need=need)
+        if self.reference is not None:
+            return recompute_vjp(self.reference, g, inputs)
+        return VJPS.get(self.op, _no_rule)(out, g)  # (transitional: a rule in the old files)
 
 
 def _no_rule(node, g=None):
@@ -110,7 +134,7 @@ def _sum_to(g, shape):
 
 def _array_vjp(node, g):
     """The first-order step: the node's array closure, its Scatters made dense, wrapped as constant Tensors."""
-    out, pgrads = [], node._backward(g.data)
+    out, pgrads = [], call_rule(node, g.data, node.data, [p.data for p in node._parents])
     if len(pgrads) != len(node._parents):
         raise _count_error(node._op, pgrads, node._parents)
     for p, pg in zip(node._parents, pgrads):
@@ -175,13 +199,17 @@ def walk(roots, grads, inputs=None, create_graph=False, retain_graph=None, allow
                 continue
             if wanted is not None and not any(p in wanted for p in node._parents):
                 continue
-            if create_graph:
-                pgrads = VJPS.get(node._op, _no_rule)(node, g)
+            if create_graph:  # the node's own rule, on Tensors: what it computes is recorded
+                pgrads = call_rule(node, g, node, node._parents)
+                if len(pgrads) != len(node._parents):
+                    raise _count_error(node._op, pgrads, node._parents)
             else:
                 pgrads = _array_vjp(node, g)
             for p, pg in zip(node._parents, pgrads):
                 if pg is None or not p.requires_grad or (wanted is not None and p not in wanted):
                     continue
+                if not isinstance(pg, type(node)):  # a constant gradient (an array, a Scatter): no graph
+                    pg = type(node)(pg.dense(p.data.shape, p.data.dtype) if type(pg) is Scatter else np.asarray(pg))
                 pg = _sum_to(pg, p.data.shape)
                 if pg.dtype != p.data.dtype:
                     pg = pg.astype(p.data.dtype)

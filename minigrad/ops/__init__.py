@@ -54,6 +54,8 @@ for _fam in FAMILIES:
         setattr(Tensor, _name, globals()[_name])  # (the keepdim= wrapper for a reduction)
 for _name, _target in _ALIASES.items():
     setattr(Tensor, _name, globals()[_target])
+Tensor.where = lambda self, condition, other: where(condition, self, other)  # noqa: E731,F405  (torch's)
+Tensor.where.__doc__ = "self where condition, else other (torch's Tensor.where): where(condition, self, other)."
 Tensor.T = property(transpose, doc="The tensor with its axes reversed (transpose with no axes).")  # noqa: F405
 Tensor.mT = property(matrix_transpose, doc="The last two dims swapped, as torch's x.mT.")  # noqa: F405
 del _name, _fn, _fam, _target

@@ -6,14 +6,16 @@ first: each kernel comes right after `<name>_reference`, the same function compo
 lines, its gradient from theirs); tests/test_fused_reference.py holds each pair equal, values and gradients.
 """
 import math
+from functools import partial
 
 import numpy as np
 
-from ..autograd.backward import in_place_backward
+from ..autograd.backward import saves
 from ..dtypes import floating
 from ..fast.blas import arange, colsum, const, rowdot, rowmax, rowsum
 from ..tensor import Tensor, make_node
 from ._args import _all_finite, _axis, _norm_axes, as_tensor
+from ._dual import exp as _exp, rowdot as _rowdot, rowsum as _rowsum
 from .elementwise import _sigmoid, sigmoid, tanh
 from .linalg import matmul
 from .reduce import _lse, logsumexp, mean
@@ -43,7 +45,16 @@ def softmax_reference(x, axis=-1):
     return e / e.sum(axis, keepdims=True)
 
 
-@in_place_backward
+@saves("out", in_place=True)
+def _softmax_vjp(axis, g, out, x, owned=False):  # d softmax: y (g - sum(g y)); in g's own buffer when it may
+    s = _rowdot(g, out) if axis is not None and axis == out.ndim - 1 else (g * out).sum(axis=axis, keepdims=True)
+    if owned and g.dtype == out.dtype:
+        np.subtract(g, s, out=g)
+        g *= out
+        return (g,)
+    return ((g - s) * out,)
+
+
 def softmax(a, axis=None, dim=None):
     """Stable softmax along one axis; the fused form of softmax_reference (one node, short backward)."""
     a = as_tensor(a)
@@ -54,18 +65,18 @@ def softmax(a, axis=None, dim=None):
     out = np.subtract(x, m, out=np.empty_like(x))  # an array even for 0-d
     np.exp(out, out=out)
     out /= rowsum(out) if last else out.sum(axis=axis, keepdims=True)  # in place: one (..., N) buffer
-
-    def backward(g, owned=False):  # d softmax: y * (g - sum(g * y)); in g's own buffer when it may
-        s = rowdot(g, out) if last else (g * out).sum(axis=axis, keepdims=True)
-        gy = np.subtract(g, s, out=g) if owned and g.dtype == out.dtype else g - s
-        gy *= out
-        return (gy,)
-    return make_node(out, (a,), backward, "softmax")
+    return make_node(out, (a,), None, "softmax", vjp=partial(_softmax_vjp, axis))
 
 
 def log_softmax_reference(x, axis=-1):
     """The plain form of log_softmax: x - logsumexp(x)."""
     return x - logsumexp(x, axis, keepdims=True)
+
+
+@saves("out")
+def _log_softmax_vjp(axis, g, out, x):  # d log_softmax: g - softmax * sum(g)
+    last = axis is not None and axis == out.ndim - 1
+    return (g - _exp(out) * (_rowsum(g) if last else g.sum(axis=axis, keepdims=True)),)
 
 
 def log_softmax(a, axis=None, dim=None):
@@ -74,17 +85,7 @@ def log_softmax(a, axis=None, dim=None):
     a = as_tensor(a)
     x = floating(a.data)
     axis = _one_axis("log_softmax", axis, dim, x)
-    out = x - _lse(x, axis)
-
-    last = axis is not None and axis == x.ndim - 1
-
-    def backward(g):  # d log_softmax: g - softmax * sum(g)
-        gx = np.exp(out)
-        if type(gx) is not np.ndarray:  # a 0-d input: exp gave a NumPy scalar, which out= below refuses
-            gx = np.array(gx)
-        gx *= rowsum(g) if last else g.sum(axis=axis, keepdims=True)
-        return (np.subtract(g, gx, out=gx),)
-    return make_node(out, (a,), backward, "log_softmax")
+    return make_node(x - _lse(x, axis), (a,), None, "log_softmax", vjp=partial(_log_softmax_vjp, axis))
 
 
 # ---- linear and einsum ----------------------------------------------------------------------------
