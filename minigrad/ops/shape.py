@@ -1,13 +1,17 @@
 """Shape ops: reshape, transpose, expand, squeeze, indexing, gather, concat, stack, pad.
 
-Each moves or copies data without arithmetic, so each backward only moves the gradient back (a reshape,
-an inverse permutation, a scatter-add, a crop). Argument checks are in _args.py.
+Each moves or copies data without arithmetic, so each rule only moves the gradient back (a reshape, an
+inverse permutation, a scatter-add, a crop), on arrays and on Tensors alike (see arithmetic.py); indexing's
+two directions, index_scatter and index_take, are each other's rule, so an indexing gradient differentiates to
+any order. Argument checks are in _args.py.
 """
+from functools import partial
 
 import numpy as np
 
-from ..autograd.backward import Scatter
+from ..autograd.backward import Scatter, saves
 from ..tensor import Tensor, make_node
+from . import _dual
 from ._args import _axis, _check_axis, _norm_axes, _shape_arg, as_tensor
 
 # the ops of this file: minigrad.ops (and minigrad) export __all__; Tensor gets METHODS as methods
@@ -27,7 +31,12 @@ def reshape(a, *shape):
         out = a.data.reshape(shape)
     except ValueError:
         raise ValueError(f"reshape: cannot reshape {in_shape} ({a.size} elements) into {shape}") from None
-    return make_node(out, (a,), lambda g: (g.reshape(in_shape),), "reshape")
+    return make_node(out, (a,), None, "reshape", vjp=_reshape_vjp)
+
+
+@saves()
+def _reshape_vjp(g, out, x):  # g reshaped back
+    return (g.reshape(x.shape),)
 
 
 def flatten(a, start_dim=0, end_dim=-1):
@@ -63,8 +72,13 @@ def _permute(op, a, axes):
     if sorted(perm) != list(range(nd)):
         raise ValueError(f"{op}: axes {axes} are not a permutation of the {nd} dims of {a.shape} "
                          f"(transpose(d0, d1) swaps two dims, as torch; permute takes all {nd})")
-    inv = tuple(np.argsort(perm))
-    return make_node(a.data.transpose(perm), (a,), lambda g: (g.transpose(inv),), op)
+    inv = tuple(int(i) for i in np.argsort(perm))
+    return make_node(a.data.transpose(perm), (a,), None, op, vjp=partial(_permute_vjp, inv))
+
+
+@saves()
+def _permute_vjp(inv, g, out, x):  # the inverse permutation
+    return (_dual.permute(g, inv),)
 
 
 def swapaxes(a, axis1, axis2):
@@ -72,7 +86,12 @@ def swapaxes(a, axis1, axis2):
     a = as_tensor(a)
     for ax in (axis1, axis2):
         _check_axis("swapaxes", ax, a.ndim, a.shape)
-    return make_node(np.swapaxes(a.data, axis1, axis2), (a,), lambda g: (np.swapaxes(g, axis1, axis2),), "swapaxes")
+    return make_node(np.swapaxes(a.data, axis1, axis2), (a,), None, "swapaxes", vjp=partial(_swapaxes_vjp, axis1, axis2))
+
+
+@saves()
+def _swapaxes_vjp(axis1, axis2, g, out, x):  # swap g's axes back
+    return (g.swapaxes(axis1, axis2),)
 
 
 def t(a):
@@ -104,7 +123,12 @@ def expand(a, *shape):
         out = np.broadcast_to(a.data, shape)
     except ValueError:
         raise ValueError(f"expand: cannot broadcast {a.shape} to {shape}") from None
-    return make_node(out, (a,), lambda g: (g,), "expand")
+    return make_node(out, (a,), None, "expand", vjp=_expand_vjp)
+
+
+@saves()
+def _expand_vjp(g, out, x):  # g itself: the engine sums it back to the input's shape
+    return (g,)
 
 
 def squeeze(a, axis=None, dim=None):
@@ -228,12 +252,44 @@ def getitem(a, index):
         order = _torch_order(index, a.ndim, out.ndim)
         if order is not None:  # NumPy's result, its advanced dims moved to torch's place (a view)
             perm, inv = order
-            return make_node(out.transpose(perm), (a,),
-                             lambda g: (Scatter(index, g.transpose(inv), advanced),), "getitem")
+            return make_node(out.transpose(perm), (a,), None, "getitem", vjp=partial(_getitem_vjp, index, advanced, inv))
+    return make_node(out, (a,), None, "getitem", vjp=partial(_getitem_vjp, index, advanced, None))
 
-    # g goes back to the indexed places (added up where an integer index repeats); the engine does the
-    # scatter, into the input's accumulated gradient when it has one
-    return make_node(out, (a,), lambda g: (Scatter(index, g, advanced),), "getitem")
+
+@saves()
+def _getitem_vjp(index, advanced, inv, g, out, x):
+    """g back at the indexed places (added up where an integer index repeats); inv: torch's placement of the
+    advanced dims undone first. On arrays a Scatter, which the engine adds into the input's gradient in place."""
+    if inv is not None:
+        g = _dual.permute(g, inv)
+    return (_scatter(g, index, x.shape, advanced),)
+
+
+def _scatter(g, index, shape, repeats):
+    """Zeros of `shape` with g added at `index` (a raw NumPy index; repeats: it may pick a place twice, so the
+    values add up): a Scatter for an array g (the engine adds it in place), index_scatter's node for a Tensor."""
+    return _index_scatter(g, index, shape, repeats) if isinstance(g, Tensor) else Scatter(index, g, repeats)
+
+
+def _index_scatter(g, index, shape, repeats):
+    """scatter on a Tensor g, as a node (its rule is index_take)."""
+    data = Scatter(index, g.data, repeats).dense(shape, g.data.dtype)
+    return make_node(data, (g,), None, "index_scatter", vjp=partial(_index_scatter_vjp, index, repeats))
+
+
+@saves()
+def _index_scatter_vjp(index, repeats, g, out, x):  # the places it wrote to, read back
+    return (_index_take(g, index, repeats) if isinstance(g, Tensor) else g[index],)
+
+
+def _index_take(h, index, repeats):
+    """h[index] with a raw NumPy index (NumPy's placement), as a node: index_scatter's rule, and its own."""
+    return make_node(h.data[index], (h,), None, "index_take", vjp=partial(_index_take_vjp, index, repeats))
+
+
+@saves()
+def _index_take_vjp(index, repeats, g, out, x):
+    return (_scatter(g, index, x.shape, repeats),)
 
 
 def gather(a, axis, index):
@@ -261,7 +317,12 @@ def gather(a, axis, index):
     grids = list(np.indices(idx.shape, sparse=True))
     grids[axis] = idx
     where = tuple(np.broadcast_arrays(*grids))  # the input element each output element came from
-    return make_node(a.data[where], (a,), lambda g: (Scatter(where, g, True),), "gather")  # repeated indices add up
+    return make_node(a.data[where], (a,), None, "gather", vjp=partial(_gather_vjp, where))
+
+
+@saves()
+def _gather_vjp(where, g, out, x):  # g back at the places each entry came from (repeats add up)
+    return (_scatter(g, where, x.shape, True),)
 
 
 def concat(tensors, axis=0, dim=None):
@@ -277,8 +338,16 @@ def concat(tensors, axis=0, dim=None):
         out = np.concatenate([t.data for t in ts], axis=axis)
     except ValueError:
         raise ValueError(f"concat: shapes {[t.shape for t in ts]} differ off axis {axis}") from None
-    splits = np.cumsum([t.shape[axis] for t in ts])[:-1]
-    return make_node(out, tuple(ts), lambda g: np.split(g, splits, axis=axis), "concat")  # g cut into pieces
+    return make_node(out, tuple(ts), None, "concat", vjp=partial(_concat_vjp, axis))
+
+
+@saves()
+def _concat_vjp(axis, g, out, *xs, need=None):  # g cut into the inputs' pieces
+    pieces, start = [], 0
+    for x in xs:
+        pieces.append(g[(slice(None),) * axis + (slice(start, start + x.shape[axis]),)])
+        start += x.shape[axis]
+    return pieces
 
 
 cat = concat
@@ -293,9 +362,12 @@ def stack(tensors, axis=0, dim=None):
     if len({t.shape for t in ts}) > 1:
         raise ValueError(f"stack: all shapes must be equal, got {[t.shape for t in ts]}")
     axis = _check_axis("stack", axis, ts[0].ndim + 1, ts[0].shape)  # a new axis: one more place than dims
-    out = np.stack([t.data for t in ts], axis=axis)
-    n = len(ts)
-    return make_node(out, tuple(ts), lambda g: [np.take(g, i, axis=axis) for i in range(n)], "stack")
+    return make_node(np.stack([t.data for t in ts], axis=axis), tuple(ts), None, "stack", vjp=partial(_stack_vjp, axis))
+
+
+@saves()
+def _stack_vjp(axis, g, out, *xs, need=None):  # g's slices along the new axis
+    return [g[(slice(None),) * axis + (i,)] for i in range(len(xs))]
 
 
 def pad(a, pad_width, value=0.0):
@@ -313,8 +385,13 @@ def pad(a, pad_width, value=0.0):
     if (pw < 0).any():
         raise ValueError(f"pad: widths must be non-negative, got {pad_width}")
     out = np.pad(a.data, pw, constant_values=value)
-    crop = tuple(slice(b, b + n) for (b, _), n in zip(pw, a.shape))
-    return make_node(out, (a,), lambda g: (g[crop],), "pad")  # the gradient of the border is dropped
+    crop = tuple(slice(int(b), int(b) + n) for (b, _), n in zip(pw, a.shape))
+    return make_node(out, (a,), None, "pad", vjp=partial(_pad_vjp, crop))
+
+
+@saves()
+def _pad_vjp(crop, g, out, x):  # the gradient of the border is dropped
+    return (g[crop],)
 
 
 # ---- PyTorch's splitting, tiling and reordering ops -------------------------------------------------
@@ -366,14 +443,13 @@ def tile(a, *dims):
     nd = max(len(reps), a.ndim)
     reps = (1,) * (nd - len(reps)) + tuple(reps)
     shape = (1,) * (nd - a.ndim) + a.shape
-    x = a.data.reshape(shape)
-    out = np.tile(x, reps)
-    in_shape = a.shape
+    return make_node(np.tile(a.data.reshape(shape), reps), (a,), None, "tile", vjp=partial(_tile_vjp, reps, shape))
 
-    def backward(g):  # view g as (r0, n0, r1, n1, ...) and sum over the repeat axes
-        g = g.reshape([k for r, n in zip(reps, shape) for k in (r, n)])
-        return (g.sum(axis=tuple(range(0, 2 * nd, 2))).reshape(in_shape),)
-    return make_node(out, (a,), backward, "tile")
+
+@saves()
+def _tile_vjp(reps, shape, g, out, x):  # view g as (r0, n0, r1, n1, ...) and sum over the repeat axes
+    g = g.reshape(tuple(k for r, n in zip(reps, shape) for k in (r, n)))
+    return (g.sum(axis=tuple(range(0, 2 * len(shape), 2))).reshape(x.shape),)
 
 
 def repeat(a, *sizes):
@@ -390,7 +466,12 @@ def flip(a, dims):
     a = as_tensor(a)
     dims = (dims,) if isinstance(dims, (int, np.integer)) else tuple(dims)
     axes = _norm_axes(dims, a.shape, "flip")
-    return make_node(np.flip(a.data, axes), (a,), lambda g: (np.flip(g, axes),), "flip")  # flip g back
+    return make_node(np.flip(a.data, axes), (a,), None, "flip", vjp=partial(_flip_vjp, axes))
+
+
+@saves()
+def _flip_vjp(axes, g, out, x):  # flip g back
+    return (_dual.flip(g, axes),)
 
 
 def roll(a, shifts, dims=None):
@@ -401,17 +482,24 @@ def roll(a, shifts, dims=None):
             shifts = shifts[0]
         if not isinstance(shifts, (int, np.integer)):
             raise ValueError(f"roll: without dims, shifts must be one int (or a 1-tuple), got {shifts!r}")
-        shape = a.shape
-        out = np.roll(a.data.reshape(-1), shifts).reshape(shape)
-        return make_node(out, (a,), lambda g: (np.roll(g.reshape(-1), -shifts).reshape(shape),), "roll")
+        out = np.roll(a.data.reshape(-1), shifts).reshape(a.shape)
+        return make_node(out, (a,), None, "roll", vjp=partial(_roll_vjp, (-shifts,), None))
     one = isinstance(shifts, (int, np.integer))
     shifts = (shifts,) if one else tuple(shifts)
     dims = (dims,) if isinstance(dims, (int, np.integer)) else tuple(dims)
     if len(shifts) != len(dims):
         raise ValueError(f"roll: {len(shifts)} shifts for {len(dims)} dims; give one shift per dim")
     dims = tuple(_check_axis("roll", d, a.ndim, a.shape) for d in dims)
-    back = tuple(-s for s in shifts)
-    return make_node(np.roll(a.data, shifts, dims), (a,), lambda g: (np.roll(g, back, dims),), "roll")  # roll g back
+    return make_node(np.roll(a.data, shifts, dims), (a,), None, "roll", vjp=partial(_roll_vjp, tuple(-s for s in shifts), dims))
+
+
+@saves()
+def _roll_vjp(back, dims, g, out, x):  # roll g back (dims None: over the flattened tensor)
+    if isinstance(g, Tensor):
+        return (g.roll(back if dims is not None else back[0], dims),)
+    if dims is None:
+        return (np.roll(g.reshape(-1), back[0]).reshape(x.shape),)
+    return (np.roll(g, back, dims),)
 
 
 def masked_select(a, mask):
