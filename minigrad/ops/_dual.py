@@ -54,6 +54,15 @@ def log(x):
     return x.log() if isinstance(x, Tensor) else np.log(x)
 
 
+def log1p(x):
+    return x.log1p() if isinstance(x, Tensor) else np.log1p(x)
+
+
+def maximum(x, y):
+    """np.maximum, or the maximum op if x is a Tensor (ties share the gradient, as torch)."""
+    return x.maximum(y) if isinstance(x, Tensor) else np.maximum(x, y)
+
+
 def sin(x):
     return x.sin() if isinstance(x, Tensor) else np.sin(x)
 
