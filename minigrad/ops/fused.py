@@ -358,6 +358,18 @@ def gru_cell_reference(x, h, weight_ih, weight_hh, bias_ih=None, bias_hh=None):
     return (1 - z) * n + z * h
 
 
+def lstm_cell_reference(x, h, c, weight_ih, weight_hh, bias_ih=None, bias_hh=None):
+    """One LSTM step as torch.nn.LSTMCell (gates i, f, g, o stacked in that order), composed of ops:
+    i, f, o = sigmoid(.), g = tanh(.) of W_i* x + W_h* h (each with its bias); c' = f c + i g, h' = o tanh(c').
+    -> (h', c'). nn.LSTMCell runs it; lstm_sequence is its fused form over a whole sequence."""
+    H = h.shape[-1]
+    gates = linear(x, weight_ih, bias_ih) + linear(h, weight_hh, bias_hh)
+    i, f = sigmoid(gates[..., :H]), sigmoid(gates[..., H:2 * H])
+    g, o = tanh(gates[..., 2 * H:3 * H]), sigmoid(gates[..., 3 * H:])
+    c = f * c + i * g
+    return o * tanh(c), c
+
+
 def gru_cell(x, h, weight_ih, weight_hh, bias_ih=None, bias_hh=None):
     """One GRU step as torch.nn.GRUCell (gates r, z, n stacked in that order); the fused form of
     gru_cell_reference (one node).
