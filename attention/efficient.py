@@ -1,6 +1,7 @@
 """Exact attention in O(L * chunk) memory: the chunked online softmax of Rabe & Staats 2021 ("Self-attention
 does not need O(n^2) memory") and FlashAttention's backward (Dao et al. 2022), in NumPy.
 """
+import functools
 import math
 
 import numpy as np
@@ -9,7 +10,7 @@ from minigrad import Tensor, make_node
 from minigrad.ops import as_tensor
 
 from ._nonfinite import any_nonfinite, masked_matmul, quiet
-from .functional import check_qkv
+from .functional import check_qkv, dense_plain
 from .masks import prepare_masks
 
 # Forward: the keys are read chunk by chunk; each query row keeps a running max m, a running sum l of
@@ -169,4 +170,25 @@ def attend_chunked(q, k, v, allowed, bias, is_causal, scale, chunk_size):
         with quiet(d):
             dq, dk, dv, db = _backward(g, ch, v.data, out, lse, scale, need, shape, d)
         return (dq, dk, dv) + ((db,) if with_bias else ())
-    return make_node(out, parents, backward, "memory_efficient_attention")
+    allowed_all = allowed
+    if is_causal:  # (a dense mask for create_graph's dense form only, built when it runs)
+        allowed_all = _Causal(q.shape[-2], k.shape[-2], allowed)
+    return make_node(out, parents, backward, "memory_efficient_attention",
+                     reference=functools.partial(_efficient_plain, scale, allowed_all, None if with_bias else bias, dirty))
+
+
+class _Causal:
+    """The upper-left causal mask (and `allowed` with it), made dense only when create_graph needs it."""
+
+    def __init__(self, L, S, allowed):
+        self.L, self.S, self.allowed = L, S, allowed
+
+    def dense(self):
+        causal = np.arange(self.S)[None, :] <= np.arange(self.L)[:, None]
+        return causal if self.allowed is None else self.allowed & causal
+
+
+def _efficient_plain(scale, allowed, bias, dirty, *inputs):
+    """The dense form of memory_efficient_attention on its node's inputs (functional.dense_plain)."""
+    allowed = allowed.dense() if isinstance(allowed, _Causal) else allowed
+    return dense_plain(scale, allowed, bias, None, False, dirty, *inputs)

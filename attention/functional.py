@@ -315,10 +315,35 @@ def attend(q, k, v, packed, allowed, bias, dropout_p, scale, return_weights, tra
             dq, dk, db = _backward_weights(gp, cache, scale, (q.requires_grad, k.requires_grad, with_bias))
             return (dq, dk, None) + ((db,) if with_bias else ())  # the weights do not depend on v
 
-    out_t = make_node(out, parents, backward, "scaled_dot_product_attention")
+    # create_graph differentiates the dense form with this node's own masks and dropout pattern (dense_plain)
+    plain = functools.partial(dense_plain, scale, cache[7], None if with_bias else bias, cache[5], packed is not None,
+                              cache[8])
+    out_t = make_node(out, parents, backward, "scaled_dot_product_attention", reference=plain)
     if not return_weights:
         return out_t
-    return out_t, make_node(p, parents, backward_w, "attention_weights")
+    return out_t, make_node(p, parents, backward_w, "attention_weights",
+                            reference=functools.partial(plain, weights_only=True))
+
+
+def dense_plain(scale, allowed, bias, keep, packed, dirty, *inputs, weights_only=False):
+    """What a fused attention node computes, composed of ops on its inputs ((q, k, v) or one packed (3, ..., D)
+    tensor, then a float mask that requires grad): softmax(q k^T scale + bias) over the allowed keys (a row
+    with none is 0), times the dropout pattern `keep`, @ v; the weights alone if weights_only. create_graph
+    differentiates it (the kernels of efficient.py, local.py and linear.py declare theirs the same way)."""
+    if dirty:
+        raise RuntimeError("double backward of an attention kernel: non-finite inputs under a mask are not supported")
+    q, k, v = (inputs[0][0], inputs[0][1], inputs[0][2]) if packed else inputs[:3]
+    if len(inputs) > (1 if packed else 3):  # the float mask is an input when it requires grad
+        bias = inputs[-1]
+    s = (q @ k.swapaxes(-1, -2)) * scale
+    if bias is not None:
+        s = s + bias
+    p = s.softmax(-1) if allowed is None else masked_softmax(s, allowed)
+    if weights_only:
+        return p
+    if keep is not None:  # the dropout pattern the node drew
+        p = p * keep
+    return p @ v
 
 
 @saves("out", in_place=True)
