@@ -17,7 +17,8 @@ from .arithmetic import _identity_vjp
 from ._args import _axis, _check_axis, _norm_axes, _reduce_axis, as_tensor, data_of
 from . import _dual
 from .elementwise import where
-from .shape import gather, reshape, stack
+from .indexing import gather
+from .shape import reshape, stack
 
 # the ops of this file: minigrad.ops (and minigrad) export __all__; Tensor gets METHODS as methods
 __all__ = ("sum", "mean", "var", "std", "max", "min", "amax", "amin", "logsumexp", "argmax", "argmin", "prod",
