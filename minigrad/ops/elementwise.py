@@ -16,7 +16,6 @@ from ..fast.blas import const
 from ..tensor import Tensor, make_node
 from ._args import _all_finite, as_tensor
 from . import _dual
-from .arithmetic import _identity_vjp, _zero_vjp
 from .indexing import nonzero
 
 # the ops of this file: minigrad.ops (and minigrad) export __all__; Tensor gets METHODS as methods
@@ -393,7 +392,7 @@ def _expm1_vjp(g, out, x):  # d (e^x - 1) = e^x
 def _zero_grad_op(f, op):
     def fn(a):
         a = as_tensor(a)
-        return make_node(f(a.data), (a,), None, op, vjp=_zero_vjp)
+        return make_node(f(a.data), (a,), None, op, vjp=_dual.zero_vjp)
     fn.__name__ = fn.__qualname__ = op
     fn.__doc__ = f"{op} elementwise; its gradient is zero everywhere (as torch.{op})."
     return fn
@@ -407,7 +406,7 @@ ceil = _zero_grad_op(np.ceil, "ceil")
 def round(a, decimals=0):
     """Round half to even (as torch.round and NumPy); its gradient is zero everywhere."""
     a = as_tensor(a)
-    return make_node(np.round(a.data, decimals), (a,), None, "round", vjp=_zero_vjp)
+    return make_node(np.round(a.data, decimals), (a,), None, "round", vjp=_dual.zero_vjp)
 
 
 def _extremum(op, f, a, b):
@@ -445,4 +444,4 @@ def minimum(a, b):
 def clone(a):
     """A copy that stays in the graph, as torch's clone (x.detach().clone() for one that does not)."""
     a = as_tensor(a)
-    return make_node(a.data.copy(), (a,), None, "clone", vjp=_identity_vjp)  # the identity: g passes through
+    return make_node(a.data.copy(), (a,), None, "clone", vjp=_dual.identity_vjp)  # the identity: g passes through
