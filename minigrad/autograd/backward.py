@@ -223,11 +223,9 @@ def run_backward(root, grad, retain_graph=False):
                 pgrads, g_owned = (None,) * len(parents), False
             else:
                 # only big buffers are worth it (and a tiny one costs no page faults); a NumPy scalar has size 1
-                if node in owned:  # (dropped from the set at once: the walk keeps no node it has passed alive)
+                g_owned = g.size >= _IN_PLACE_MIN_SIZE and node in owned
+                if g_owned:  # dropped from the set at once: the walk keeps no big node it has passed alive
                     owned.discard(node)
-                    g_owned = g.size >= _IN_PLACE_MIN_SIZE
-                else:
-                    g_owned = False
                 # the rule, on arrays (one and two inputs spelled out: they are most nodes, and the list costs)
                 if len(parents) == 2:
                     a, b = parents
