@@ -237,8 +237,8 @@ def run_backward(root, grad, retain_graph=False):
                     pgrads = rule(g, node.data, parents[0].data, owned=True)
                 else:
                     pgrads = rule(g, node.data, parents[0].data)
-            elif getattr(rule, "backward", None) is not None:  # three inputs or more: a fused kernel (an
-                pgrads = rule.backward(g)                        # ArrayBackward) needs only g for its closure
+            elif getattr(rule, "backward", None) is not None:  # three inputs or more, a fused kernel's node
+                pgrads = rule.backward(g)  # (an ArrayBackward): its array closure needs g alone, not the arrays
             else:
                 pgrads = rule(g, node.data, *[p.data for p in parents], need=tuple([p.requires_grad for p in parents]))
             if len(pgrads) != len(parents):  # one gradient per parent (B1); (zip(strict=True) costs ~0.1 us)
