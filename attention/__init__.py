@@ -40,7 +40,6 @@ from .local2d import (neighborhood_attention_2d, neighborhood_attention_2d_refer
                       window_attention_2d_reference)
 from .vision import (Mlp, NeighborhoodAttention2d, PatchEmbedding, PatchMerging, SwinBlock,  # noqa: F401
                      VisionTransformer, WindowAttention2d)
-from . import double_backward  # noqa: F401  (the kernels' rules for create_graph=True)
 from .glimpse import (HardGlimpseNet, PatchGrid, RecurrentAttentionModel, SoftGlimpseNet, conv2d,  # noqa: F401
                       glimpse_sensor)
 

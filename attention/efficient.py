@@ -1,13 +1,15 @@
 """Exact attention in O(L * chunk) memory: the chunked online softmax of Rabe & Staats 2021 ("Self-attention
 does not need O(n^2) memory") and FlashAttention's backward (Dao et al. 2022), in NumPy.
 """
+import functools
+
 import numpy as np
 
 from minigrad import Tensor, make_node
 from minigrad.ops import as_tensor
 
 from ._nonfinite import any_nonfinite, masked_matmul, quiet
-from .functional import check_qkv, default_scale
+from .functional import check_qkv, default_scale, dense_plain
 from .masks import check_int, prepare_masks
 
 # the API; attend_chunked, the node on checked arguments, is shared with multihead.py, not API
@@ -198,4 +200,13 @@ def attend_chunked(q, k, v, allowed, bias, is_causal, scale, chunk_size):
         with quiet(d):
             dq, dk, dv, db = (_backward_masked if d else _backward)(g, ch, v.data, out, lse, scale, need, shape)
         return (dq, dk, dv) + ((db,) if with_bias else ())
-    return make_node(out, parents, backward, "memory_efficient_attention")
+    return make_node(out, parents, backward, "memory_efficient_attention", reference=functools.partial(
+        _efficient_plain, scale, allowed, is_causal, None if with_bias else bias, dirty))
+
+
+def _efficient_plain(scale, allowed, is_causal, bias, dirty, q, k, v, *mask):
+    """Dense attention with the kernel's masks (the causal one made only now), on its node's inputs."""
+    if is_causal:
+        causal = np.arange(k.shape[-2])[None, :] <= np.arange(q.shape[-2])[:, None]
+        allowed = causal if allowed is None else allowed & causal
+    return dense_plain(scale, allowed, bias, None, False, dirty, q, k, v, *mask)

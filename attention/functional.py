@@ -1,6 +1,7 @@
 """Scaled dot-product attention (Vaswani et al. 2017, sec. 3.2.1) as one fused op with a hand-written
 backward, and a masked softmax for the score-function path (scores.py).
 """
+import functools
 import math
 
 import numpy as np
@@ -372,13 +373,48 @@ def attend(q, k, v, packed, allowed, bias, dropout_p, scale, return_weights, tra
             dq, dk, db = _backward_weights(gp, cache, scale, (q.requires_grad, k.requires_grad, need_db))
             return (dq, dk, None) + ((db,) if with_bias else ())  # the weights do not depend on v
 
-    out_t = make_node(out, parents, backward, "scaled_dot_product_attention")
+    # create_graph differentiates the dense form with this node's own masks and dropout pattern (dense_plain)
+    plain = functools.partial(dense_plain, scale, cache[7], None if with_bias else bias, cache[5], packed is not None,
+                              cache[8])
+    out_t = make_node(out, parents, backward, "scaled_dot_product_attention", reference=plain)
     if not return_weights:
         return out_t
-    return out_t, make_node(p, parents, backward_w, "attention_weights")
+    return out_t, make_node(p, parents, backward_w, "attention_weights",
+                            reference=functools.partial(plain, weights_only=True))
 
 
-@autograd.in_place_backward
+def dense_plain(scale, allowed, bias, keep, packed, dirty, *inputs, weights_only=False):
+    """What a fused attention node computes, composed of ops on its inputs ((q, k, v) or one packed (3, ..., D)
+    tensor, then a float mask that requires grad): softmax(q k^T scale + bias) over the allowed keys (a row
+    with none is 0), times the dropout pattern `keep`, @ v; the weights alone if weights_only. create_graph
+    differentiates it (the kernels of efficient.py, local.py and linear.py declare theirs the same way)."""
+    if dirty:
+        raise RuntimeError("double backward of an attention kernel: non-finite inputs under a mask are not supported")
+    q, k, v = (inputs[0][0], inputs[0][1], inputs[0][2]) if packed else inputs[:3]
+    if len(inputs) > (1 if packed else 3):  # the float mask is an input when it requires grad
+        bias = inputs[-1]
+    s = (q @ k.swapaxes(-1, -2)) * scale
+    if bias is not None:
+        s = s + bias
+    p = s.softmax(-1) if allowed is None else masked_softmax(s, allowed)
+    if weights_only:
+        return p
+    if keep is not None:  # the dropout pattern the node drew
+        p = p * keep
+    return p @ v
+
+
+@autograd.saves("out", in_place=True)
+def _masked_softmax_vjp(axis, g, p, scores, owned=False):  # d softmax: p (g - sum(g p)); p = 0 where masked
+    s = (g * p).sum(axis=axis, keepdims=True) if axis not in (-1, p.ndim - 1) or not isinstance(g, np.ndarray) \
+        else blas.rowdot(g, p)
+    if owned and g.dtype == p.dtype:  # g is the engine's own buffer: the same arithmetic, in it
+        np.subtract(g, s, out=g)
+        g *= p
+        return (g,)
+    return ((g - s) * p,)
+
+
 def masked_softmax(scores, allowed=None, axis=-1):
     """Softmax over `axis` where only `allowed` (bool, True = may attend) entries compete.
 
@@ -400,10 +436,4 @@ def masked_softmax(scores, allowed=None, axis=-1):
     denom = blas.rowsum(p) if last else p.sum(axis=axis, keepdims=True)
     denom[denom == 0] = 1
     p /= denom
-
-    def backward(g, owned=False):  # d softmax: p * (g - sum(g * p)); p = 0 at masked entries
-        s = blas.rowdot(g, p) if last else (g * p).sum(axis=axis, keepdims=True)
-        gp = np.subtract(g, s, out=g) if owned and g.dtype == p.dtype else g - s
-        gp *= p
-        return (gp,)
-    return make_node(p, (scores,), backward, "masked_softmax")
+    return make_node(p, (scores,), None, "masked_softmax", vjp=functools.partial(_masked_softmax_vjp, axis))

@@ -114,7 +114,13 @@ def causal_prefix_attention(Q, K, V, chunk_size=64):
 
     def backward(g):  # the engine sums broadcast batch dims back
         return _causal_backward(g, q, k, v, c)
-    return make_node(out, (Q, K, V), backward, "causal_linear_attention")
+    return make_node(out, (Q, K, V), backward, "causal_linear_attention", reference=causal_prefix_reference)
+
+
+def causal_prefix_reference(Q, K, V):
+    """The plain form of causal_prefix_attention: tril(Q K^T) V, in ops (what create_graph differentiates)."""
+    w = Q @ K.swapaxes(-1, -2)
+    return ops.where(np.tri(w.shape[-2], w.shape[-1], dtype=bool), w, 0.0) @ V
 
 
 def linear_attention(q, k, v, causal=False, feature_map="elu+1", chunk_size=64):

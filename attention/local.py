@@ -2,6 +2,7 @@
 (Child et al. 2019) as blocked kernels that never build the L x L matrix; each equals dense
 scaled_dot_product_attention with its mask from masks.py, values and gradients.
 """
+import functools
 from types import SimpleNamespace
 
 import numpy as np
@@ -10,7 +11,7 @@ from minigrad import make_node
 from minigrad.ops import as_tensor
 
 from ._nonfinite import any_nonfinite, masked_matmul, quiet
-from .functional import check_qkv, default_scale, sdpa_backward, sdpa_forward
+from .functional import check_qkv, default_scale, dense_plain, sdpa_backward, sdpa_forward
 from .masks import as_bool_mask, check_int, global_index
 # the old paths attention.local.X of the pattern masks, which moved to masks.py (Luong's local-m / local-p,
 # a model rather than a kernel, moved to luong.py: attention.LuongLocalAttention)
@@ -203,8 +204,7 @@ def _sw_forward(q, k, v, lay, kvalid, gidx, causal, scale, path):
         sg = np.where(ag, qs @ np.swapaxes(kg, -1, -2), ninf)              # (..., L, G)
     p, pg = path.softmax(s, allowed, lay.rows, lay.unrows, sg, ag)         # (..., d, nb, b, W), (..., L, G)
     out = lay.unrows(path.mm(p, vw, allowed))                              # (..., L, Ev)
-    cache = {"qs": qs, "kw": kw, "vw": vw, "p": p, "allowed": allowed, "out_local": out,
-             "kvalid": kvalid, "causal": causal}  # (the last two: the dense mask of its double backward)
+    cache = {"qs": qs, "kw": kw, "vw": vw, "p": p, "allowed": allowed, "out_local": out}
     if ng:
         out = out + path.mm(pg, vg, ag)
         cache.update(kg=kg, vg=vg, pg=pg, ag=ag)
@@ -312,7 +312,22 @@ def sliding_window_attention(query, key, value, window, causal=False, dilation=1
         with quiet(d):
             return _sw_backward(g, cache, lay, gidx, scale, (q.requires_grad, k.requires_grad, v.requires_grad),
                                 _MASKED if d else _CLEAN)
-    return make_node(out, (q, k, v), backward, fn)
+    # create_graph: dense attention with the mask this kernel equals (a reach past the sequence changes no pair)
+    mask = functools.partial(_window_mask, L, -lay.lo, causal, dilation, gidx, kvalid)
+    return make_node(out, (q, k, v), backward, fn, reference=functools.partial(_local_plain, scale, mask, dirty))
+
+
+def _window_mask(L, reach, causal, dilation, gidx, kvalid):
+    """The dense mask sliding_window_attention equals: its window, its global tokens, its key padding."""
+    allowed = sliding_window_mask(L, reach, causal=causal, dilation=dilation)
+    if len(gidx):
+        allowed = allowed | global_token_mask(L, gidx, causal)
+    return allowed & kvalid[..., None, :]
+
+
+def _local_plain(scale, mask, dirty, q, k, v):
+    """Dense attention with a blocked kernel's mask (made only when create_graph asks for it)."""
+    return dense_plain(scale, mask(), None, None, False, dirty, q, k, v)
 
 
 # ---- the Sparse Transformer's "fixed" pattern, blocked --------------------------------------------------------
@@ -352,7 +367,7 @@ def _fixed_forward(q, k, v, stride, c, causal, kvalid, scale, path):
     p, pg = path.softmax(sb, allowed, blocks, unb, sg, ag)             # (..., nb, s, s), (..., L, G)
     out = unb(path.mm(p, vb, np.broadcast_to(allowed, p.shape))) + path.mm(pg, vg, ag)
     return out, dict(qs=qs, qb=qb, kb=kb, vb=vb, p=p, pg=pg, kg=kg, vg=vg, allowed=allowed, ag=ag, cols=cols,
-                     out=out, blocks=blocks, unb=unb, kvalid=kvalid, stride=stride, c=c, causal=causal)
+                     out=out, blocks=blocks, unb=unb)
 
 
 def _fixed_backward(g, c, need, path):
@@ -405,4 +420,9 @@ def fixed_attention(query, key, value, stride, c=1, causal=True, key_padding_mas
             dq, dk, dv = _fixed_backward(g, cache, (q.requires_grad, k.requires_grad, v.requires_grad),
                                          _MASKED if d else _CLEAN)
         return (None if dq is None else dq * scale), dk, dv
-    return make_node(out, (q, k, v), backward, fn)
+    mask = functools.partial(_fixed_mask, L, stride, c, causal, kvalid)  # the dense mask it equals
+    return make_node(out, (q, k, v), backward, fn, reference=functools.partial(_local_plain, scale, mask, dirty))
+
+
+def _fixed_mask(L, stride, c, causal, kvalid):
+    return fixed_mask(L, stride, c, causal) & kvalid[..., None, :]

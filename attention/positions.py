@@ -2,6 +2,8 @@
 bias (Press et al. 2022, "Train short, test long"). The absolute encodings (sinusoidal, learned) are added to
 the embeddings in transformer.py; these two act on the queries and keys, or on the scores, instead.
 """
+import functools
+
 import numpy as np
 
 from minigrad import Tensor, get_default_dtype, make_node, ops
@@ -139,7 +141,8 @@ def apply_rotary(x, positions=None, base=10000.0, layout="interleaved"):
 
     def backward(g):  # d(R x) = R^T g, and R(angle)^T = R(-angle)
         return (_rotate(g, c, -s),)
-    return make_node(y, (x,), backward, "rotary_embedding")
+    return make_node(y, (x,), backward, "rotary_embedding",
+                     reference=functools.partial(rope_reference, positions=positions, base=base))
 
 
 class RotaryEmbedding(Module):

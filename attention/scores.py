@@ -110,7 +110,12 @@ def _additive(wq, uk, v):
         gv = np.tensordot(g, t, axes=(tuple(range(g.ndim)), tuple(range(g.ndim)))) if v.requires_grad else None
         return (dt.sum(axis=-2) if wq.requires_grad else None,
                 dt.sum(axis=-3) if uk.requires_grad else None, gv)
-    return make_node(out, (wq, uk, v), backward, "additive_score")
+    return make_node(out, (wq, uk, v), backward, "additive_score", reference=_additive_reference)
+
+
+def _additive_reference(wq, uk, v):
+    """The plain form of _additive, in ops (what create_graph differentiates)."""
+    return (wq.unsqueeze(-2) + uk.unsqueeze(-3)).tanh() @ v  # (..., L, S, A) @ (A,)
 
 
 class AdditiveScore(Score):

@@ -1,8 +1,8 @@
 """Tensor: an n-dimensional array that remembers how it was computed, and make_node, which builds one.
 
 A Tensor wraps a NumPy array. An op (minigrad/ops/) makes a new Tensor with `make_node`, whose `_backward`
-closure maps the upstream gradient to one gradient per parent. `backward()` hands the graph to the walk
-in autograd/backward.py. This file knows no op: ops/__init__.py binds the operators (+, *, @, [] ...) and
+is the op's gradient rule vjp(g, out, *inputs): one gradient per parent. `backward()` hands the graph to
+the walk in autograd/backward.py. This file knows no op: ops/__init__.py binds the operators (+, *, @, [] ...) and
 the methods (exp, sum, reshape ...) onto Tensor, so `help(Tensor.exp)` shows the op itself.
 """
 import numpy as np
@@ -334,17 +334,26 @@ _anomaly._attach(_set_tracer)  # anomaly mode (autograd/anomaly.py) sits below t
 _new = object.__new__  # Tensor.__new__, without the attribute lookup
 
 
-def make_node(data, parents, backward, name):
+def make_node(data, parents, backward, name, *, vjp=None, reference=None):
     """Wrap the array `data` as the output of op `name`: the one node builder, which every op uses.
 
-    `parents` is a tuple of Tensors; `backward(g)` maps the upstream gradient `g` (an array shaped like
-    `data`) to one gradient per parent (None for none; a gradient may keep broadcast dims, the engine sums
-    them back). The graph is recorded only when grad mode is on and some parent requires grad. Every op in
-    minigrad and every fused kernel in `attention` is built with it; `Function` wraps it in the
-    torch.autograd.Function style.
+    `parents` is a tuple of Tensors (the op's inputs). The node's gradient comes one of two ways:
+    - vjp(g, out, *inputs): the op's one gradient rule (backward None). It maps the upstream gradient g to
+      one gradient per input (None for none; a gradient may keep broadcast dims, the engine sums them back),
+      reading the output `out` and the inputs as explicit arguments, and the op's constants as arguments
+      bound with functools.partial. Written in operations arrays and Tensors share (ops/_dual.py), it is
+      called with arrays by backward() and with Tensors by create_graph (autograd/higher.py).
+    - backward(g): a hand-written array closure (a fused kernel's). create_graph then differentiates the
+      op's plain form instead: `vjp` if given, else `reference(*inputs)` (Tensor ops) recomputed, else it
+      raises naming the op (autograd/higher.py, ArrayBackward).
+    The graph is recorded only when grad mode is on and some parent requires grad. `Function` wraps it in
+    the torch.autograd.Function style.
     """
-    if _tracer is not None:  # minigrad.trace() is recording: it times this node's forward and backward
-        backward = _tracer.node(data, parents, backward, name)
+    rule = vjp if backward is None else _higher.ArrayBackward(backward, vjp, reference, name)
+    if rule is None:
+        raise TypeError(f"make_node: op {name!r} needs a backward closure or a vjp rule, got neither")
+    if _tracer is not None:  # minigrad.trace() or anomaly mode is recording: it wraps this node's rule
+        rule = _tracer.node(data, parents, rule, name)
     out = _new(Tensor)
     out.data = data if type(data) is np.ndarray else np.asarray(data)
     out.grad = None
@@ -356,7 +365,7 @@ def make_node(data, parents, backward, name):
                 if p.requires_grad:
                     # _clock: the time it was recorded (see autograd/versions.py)
                     out.requires_grad, out._parents, out._backward, out._op, out._clock = (
-                        True, parents, backward, name, _versions._clock)
+                        True, parents, rule, name, _versions._clock)
                     return out
         except AttributeError:  # a try costs nothing until it catches (Python 3.11)
             raise TypeError(f"make_node: parents must be a tuple of Tensors, got "

@@ -53,7 +53,7 @@ def test_without_the_mode_the_same_code_runs_and_records_nothing():
     x = mg.tensor([0.0, 4.0], requires_grad=True)
     with np.errstate(all="ignore"):
         loss = (x.sqrt() * mg.tensor([0.0, 1.0])).sum()
-        assert loss._backward.__name__ != "checked"  # the closure as the op made it
+        assert getattr(loss._backward, "__name__", None) != "checked"  # the rule as the op made it
         loss.backward()
     assert np.isnan(x.grad[0])
 

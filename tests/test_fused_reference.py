@@ -55,3 +55,90 @@ def test_a_wrong_kernel_would_be_caught():
     x = _t(3, 4)
     with pytest.raises(AssertionError):
         np.testing.assert_allclose(fused.softmax(x, 0).data, fused.softmax_reference(x, -1).data, rtol=1e-12)
+
+
+# ---- the recurrent kernels (ops/recurrent.py) and their references -------------------------------------
+
+def _seq_inputs(G):
+    return [_t(4, 3, 2), _t(3, 5), _t(G * 5, 2), _t(G * 5, 5), _t(G * 5), _t(G * 5)]
+
+
+@pytest.mark.parametrize("lengths,reverse", [(None, False), (np.array([4, 2, 1]), False), (np.array([3, 4, 2]), True)])
+def test_gru_sequence_equals_its_reference(lengths, reverse):
+    from minigrad.ops import recurrent
+
+    def fast(x, h0, wi, wh, bi, bh):
+        out, h = recurrent.gru_sequence(x, h0, wi, wh, bi, bh, lengths=lengths, reverse=reverse)
+        return mg.concat([out, h.reshape(1, *h.shape)])
+
+    def plain(x, h0, wi, wh, bi, bh):
+        out, h = recurrent.gru_sequence_reference(x, h0, wi, wh, bi, bh, lengths=lengths, reverse=reverse)
+        return mg.concat([out, h.reshape(1, *h.shape)])
+    assert_same_function(fast, plain, _seq_inputs(3), R, "gru_sequence")
+
+
+@pytest.mark.parametrize("lengths,reverse", [(None, False), (np.array([4, 2, 1]), True)])
+def test_lstm_sequence_equals_its_reference(lengths, reverse):
+    from minigrad.ops import recurrent
+
+    def both(fn):
+        def f(x, h0, wi, wh, bi, bh):
+            out, (h, c) = fn(x, (h0, h0 * 0.5), wi, wh, bi, bh, lengths=lengths, reverse=reverse)
+            return mg.concat([out, h.reshape(1, *h.shape), c.reshape(1, *c.shape)])
+        return f
+    assert_same_function(both(recurrent.lstm_sequence), both(recurrent.lstm_sequence_reference), _seq_inputs(4), R,
+                         "lstm_sequence")
+
+
+# ---- a fast closure beside its plain rule: the two give the same gradient ----------------------------------
+
+def _rule_of(y):
+    """The plain rule a kernel node declared (what create_graph runs), and its fast array closure."""
+    from minigrad.autograd.higher import ArrayBackward
+    assert type(y._backward) is ArrayBackward and y._backward.vjp is not None
+    return y._backward.vjp, y._backward.backward
+
+
+@pytest.mark.parametrize("kw", [{}, {"ignore_index": 1}, {"label_smoothing": 0.2}, {"reduction": "sum"},
+                                {"reduction": "none"}, {"layout": "NCd"}, {"layout": "C"}])
+def test_cross_entropy_closure_equals_its_rule(kw):
+    layout = kw.pop("layout", "NC")
+    shape, tshape = {"NC": ((6, 4), (6,)), "NCd": ((2, 4, 3), (2, 3)), "C": ((4,), ())}[layout]
+    x = _t(*shape)
+    t = R.integers(0, 4, tshape)
+    y = fused.cross_entropy(x, t, **kw)
+    rule, closure = _rule_of(y)
+    g = R.standard_normal(y.shape)
+    fast, = closure(g.copy())
+    plain, = rule(g.copy(), y.data, x.data)
+    np.testing.assert_allclose(fast, plain, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_closure_equals_its_rule(approximate):
+    x = _t(3, 5)
+    y = mg.gelu(x, approximate)
+    rule, closure = _rule_of(y)
+    g = R.standard_normal(y.shape)
+    np.testing.assert_allclose(closure(g.copy())[0], rule(g.copy(), y.data, x.data)[0], rtol=1e-12, atol=1e-14)
+
+
+IN_PLACE = [("neg", lambda x: -x), ("mul by a number", lambda x: x * 1.5), ("div by a number", lambda x: x / 1.5),
+            ("exp", mg.exp), ("tanh", mg.tanh), ("sigmoid", mg.sigmoid), ("relu", mg.relu),
+            ("softmax", lambda x: mg.softmax(x, -1)), ("softmax axis 0", lambda x: mg.softmax(x, 0)),
+            ("masked_softmax", lambda x: __import__("attention").masked_softmax(x, np.tri(3, 4, dtype=bool)))]
+
+
+@pytest.mark.parametrize("op", [f for _, f in IN_PLACE], ids=[n for n, _ in IN_PLACE])
+def test_an_in_place_rule_gives_what_it_gives_out_of_place(op):
+    """A rule declared saves(..., in_place=True) computes the same numbers in g's own buffer (owned=True)."""
+    from minigrad.autograd.backward import _in_place
+    x = _t(3, 4)
+    y = op(x)
+    assert _in_place(y._backward)
+    g = R.standard_normal(y.shape)
+    plain, = y._backward(g.copy(), y.data, x.data)
+    buf = g.copy()
+    fast, = y._backward(buf, y.data, x.data, owned=True)
+    np.testing.assert_array_equal(fast, plain)
+    assert fast is buf  # it did work in the buffer it was given

@@ -25,6 +25,8 @@ import sys
 
 import numpy as np
 
+from .versions import saved_by
+
 _set_tracer = None  # tensor.py's slot setter, handed over by _attach: _set_tracer(t) -> previous tracer
 _state = {"on": False, "prev": None}
 _PKG = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # .../minigrad/
@@ -57,6 +59,7 @@ def _user_frame():
 def _bad(a, inf=True):
     """'NaN' or 'inf' if the float array a holds one (inf only if asked), else None."""
     a = getattr(a, "g", a)  # a Scatter: its values
+    a = getattr(a, "data", a)  # a Tensor (the create_graph walk): its values
     if a is None or not isinstance(a, np.ndarray) and not np.isscalar(a):
         return None
     a = np.asarray(a)
@@ -94,8 +97,8 @@ class _Checker:
                                f"{np.shape(data)} (input shapes {shapes}); {why}. Its node was created at "
                                f"{_where_text(where)}", op, shapes, where)
 
-        def checked(g, *rest):
-            pgrads = backward(g, *rest)
+        def checked(g, *rest, **kw):
+            pgrads = backward(g, *rest, **kw)  # (under create_graph g and the gradients are Tensors: their data)
             for i, pg in enumerate(pgrads):
                 kind = _bad(pg)
                 if kind is not None:
@@ -106,7 +109,7 @@ class _Checker:
                                        f"for its input {i} (input shapes {shapes}); {why}. Its node was created "
                                        f"at {_where_text(where)}", op, shapes, where)
             return pgrads
-        checked.__wrapped__ = backward  # the op's own closure (double backward reads what it captured)
+        checked.saved = saved_by(backward)  # what the rule reads, for the version check
         return checked
 
 

@@ -2,12 +2,11 @@
 computes the same gradients (a test holds the two equal on random graphs).
 
 A node is any object with `data` (an ndarray), `requires_grad`, `_parents` (a tuple of nodes), `_backward`
-(None for a leaf, else a closure g -> one gradient per parent) and `_op` (a name): a Tensor, built by
-`tensor.make_node`. Only this file accumulates gradients and undoes broadcasting; ops just return arrays
-(indexing returns a Scatter: g at the indexed places).
+(None for a leaf, else the op's gradient rule vjp(g, out, *inputs) -> one gradient per parent) and `_op` (a
+name): a Tensor, built by `tensor.make_node`. The walks call each rule with arrays: the upstream gradient, the
+node's data and its parents' data (call_rule). Only this file accumulates gradients and undoes broadcasting;
+rules just return arrays (indexing returns a Scatter: g at the indexed places).
 """
-import types
-
 import numpy as np
 
 from ..fast.blas import colsum
@@ -16,9 +15,20 @@ from . import versions as _versions
 from .versions import _check_versions
 
 
-def _freed(g):
+def _freed(g, *rest, **kw):
     raise RuntimeError("backward: this part of the graph was already freed by an earlier backward(); "
                        "call backward(retain_graph=True) the first time to go through it twice")
+
+
+def saves(*what, in_place=False):
+    """Declare a gradient rule's contract: what it reads of its node, "out" and/or "inputs" (none: it reads only
+    g, as add's), for the version check (versions.py; a rule without this reads everything), and in_place=True
+    if it takes `owned=True`: g is then a buffer the engine made and no one else holds, which it may write into
+    (run_backward passes it; create_graph never does). Returns a decorator that records both on the rule."""
+    def mark(rule):
+        rule.saved, rule.in_place = frozenset(what), in_place
+        return rule
+    return mark
 
 
 # ---- the reference walk: read this first ----------------------------------------------------------
@@ -45,9 +55,17 @@ def _topo(root, stop=()):
 def _count_error(op, pgrads, parents):
     """make_node's contract is one gradient (or None) per parent: the error for a backward that broke it."""
     many = "more" if len(pgrads) > len(parents) else "fewer"
-    return ValueError(f"backward: the backward closure of op '{op}' returned {many} gradients than the op has "
+    return ValueError(f"backward: the gradient rule of op '{op}' returned {many} gradients than the op has "
                       f"parents ({len(pgrads)} for {len(parents)}); make_node needs exactly one per parent "
                       f"(None for none)")
+
+
+def call_rule(node, g, out, inputs):
+    """node's rule on (g, out, *inputs), arrays or Tensors; an op of two inputs or more also hears which of them
+    need a gradient (need=, one flag each), so that it can skip the others' work (matmul's, say)."""
+    if len(inputs) == 1:
+        return node._backward(g, out, inputs[0])
+    return node._backward(g, out, *inputs, need=tuple(p.requires_grad for p in node._parents))
 
 
 def _check_alive(root, what):
@@ -68,7 +86,7 @@ def node_grads(root, grad=None):
         g = grads.get(node)
         if g is None or node._backward is None:  # a leaf, or a node no gradient reaches
             continue
-        pgrads = node._backward(g)
+        pgrads = call_rule(node, g, node.data, [p.data for p in node._parents])  # the op's rule, on arrays
         if len(pgrads) != len(node._parents):
             raise _count_error(node._op, pgrads, node._parents)
         for p, pg in zip(node._parents, pgrads):
@@ -85,8 +103,8 @@ def reference_backward(tensor, grad=None):
     """The plain reverse-mode walk: add d(tensor)/d(leaf) * grad into every leaf's .grad.
 
     Sort the graph so each node comes after its inputs; walk it backwards; each node's gradient is the sum
-    of what its children sent; its backward closure turns that into one gradient per input. It keeps the
-    graph (no freeing) and does no speed work: `Tensor.backward` (run_backward below) gives the same result.
+    of what its children sent; its rule turns that into one gradient per input. It keeps the graph (no
+    freeing) and does no speed work: `Tensor.backward` (run_backward below) gives the same result.
     """
     for node, g in node_grads(tensor, grad).items():
         if node._backward is None and node.requires_grad:  # leaves are where gradients are kept
@@ -142,35 +160,28 @@ class Scatter:
 
 # ---- the fast walk: the same gradients, with the speed measures named where they happen -------------
 
-# Code objects of backward closures that may write into the gradient they are given: the engine calls
-# them as backward(g, True) when g is a buffer no one else holds (see run_backward's `owned`).
-_IN_PLACE = set()
-_IN_PLACE_MIN_SIZE = 1024  # entries; below it the check costs more than the buffer it saves
+_IN_PLACE_MIN_SIZE = 1024  # entries; below it an in-place rule saves less than the check costs
 
 
-def in_place_backward(fn):
-    """Mark op `fn`: the closures named `backward` it defines take (g, owned=False) and may write into g when
-    owned is True. The engine passes True only for a summed gradient it allocated itself, never for a
-    user's `grad=` array, a leaf's .grad or a gradient handed to two parents."""
-    for c in fn.__code__.co_consts:
-        if isinstance(c, types.CodeType) and c.co_name == "backward" and c.co_argcount == 2:
-            _IN_PLACE.add(c)  # a backward(g) beside it (another case of the op) is left alone
-    return fn
+def _in_place(rule):
+    """True if the rule (or the function a functools.partial binds) was declared saves(..., in_place=True)."""
+    return getattr(getattr(rule, "func", rule), "in_place", False)
 
 
 def run_backward(root, grad, retain_graph=False):
     """Reverse-mode sweep from `root`, whose gradient is `grad`: the fast form of reference_backward above.
 
     Read `reference_backward` first: sort the graph, walk it backwards, sum each node's gradient
-    from its children, call its backward closure. This walk computes the same gradients (a test holds the
-    two equal on random graphs); each difference is a speed measure, commented where it happens:
+    from its children, call its rule. This walk computes the same gradients (a test holds the two equal on
+    random graphs); each difference is a speed measure, commented where it happens:
     - Kahn's algorithm on child counts instead of a sort: a node runs once every child has sent its part,
       and its summed gradient is dropped right after, and the node itself is forgotten by the walk (peak
       memory is the frontier, not the whole graph);
     - the graph is freed as it is walked unless retain_graph (nothing walks it again);
-    - leaves never join the walk: a leaf's gradient goes into .grad at once (nothing downstream needs it);
-    - a gradient buffer the engine made itself (`owned`) is summed into in place, and an op marked
-      in_place_backward may reuse it (no one else holds that buffer, so no one sees it change);
+    - a gradient buffer the engine made itself (`owned`) is summed into in place, and a rule declared
+      saves(..., in_place=True) may reuse it (no one else holds that buffer, so no one sees it change);
+    - leaves never join the walk: a leaf's gradient goes into .grad at once (_into_leaf: nothing downstream
+      needs it);
     - indexing hands back a Scatter, added into the input's buffer in place (k slices cost k slice-adds).
     Nodes are dict keys by identity (Tensor hashes as object; distinct live objects never compare).
     """
@@ -200,49 +211,47 @@ def run_backward(root, grad, retain_graph=False):
     grads = {root: grad}
     owned = set()
     ready = [root]
-    pgrads = parents = ()
-    try:  # (costs nothing until it catches)
-        while ready:
-            node = ready.pop()
-            g = grads.pop(node, None)
-            backward, parents, pgrads = node._backward, node._parents, None  # (None: this node's not back yet)
-            if not retain_graph:  # safe: every edge into this node has been counted, nothing walks it again
-                node._backward, node._parents = _freed, ()
-            # g is None when every child sent None: the node still has to release its parents
-            if g is None:
-                pgrads, g_owned = (None,) * len(parents), False
+    while ready:
+        node = ready.pop()
+        g = grads.pop(node, None)
+        rule, parents = node._backward, node._parents
+        if not retain_graph:  # safe: every edge into this node has been counted, nothing walks it again
+            node._backward, node._parents = _freed, ()
+        # g is None when every child sent None: the node still has to release its parents
+        if g is None:
+            pgrads, g_owned = (None,) * len(parents), False
+        else:
+            # only big buffers are worth it (and a tiny one costs no page faults); a NumPy scalar has size 1
+            g_owned = g.size >= _IN_PLACE_MIN_SIZE and node in owned
+            if g_owned:  # dropped from the set at once: the walk keeps no big node it has passed alive
+                owned.discard(node)
+            # the rule, on arrays (one and two inputs spelled out: they are most nodes, and the list costs)
+            if len(parents) == 2:
+                a, b = parents
+                if a.requires_grad and b.requires_grad:
+                    pgrads = rule(g, node.data, a.data, b.data)
+                else:  # `need`: which inputs want a gradient (a rule may skip the others)
+                    pgrads = rule(g, node.data, a.data, b.data, need=(a.requires_grad, b.requires_grad))
+            elif len(parents) == 1:
+                if g_owned and _in_place(rule):  # g is this node's own buffer: the rule may work in it
+                    pgrads = rule(g, node.data, parents[0].data, owned=True)
+                else:
+                    pgrads = rule(g, node.data, parents[0].data)
+            elif getattr(rule, "backward", None) is not None:  # three inputs or more, a fused kernel's node
+                pgrads = rule.backward(g)  # (an ArrayBackward): its array closure needs g alone, not the arrays
             else:
-                # only big buffers are worth it (and a tiny one costs no page faults); a NumPy scalar has size 1
-                if node in owned:  # (dropped from the set at once: the walk keeps no node it has passed alive)
-                    owned.discard(node)
-                    g_owned = g.size >= _IN_PLACE_MIN_SIZE
-                else:
-                    g_owned = False
-                if g_owned and getattr(backward, "__code__", None) in _IN_PLACE:
-                    pgrads = backward(g, True)  # g is this node's own buffer: the closure may work in it
-                else:
-                    pgrads = backward(g)
-            if len(pgrads) != len(parents):  # one gradient per parent (B1); an explicit check, not zip(strict=)
-                raise _count_error(node._op, pgrads, parents)  # (3.10+ only: Python 3.9 is supported)
-            for p, pg in zip(parents, pgrads):
-                if not p.requires_grad:
-                    continue
-                if pg is None:  # nothing to add; an interior node still counts this edge as done
-                    if p._backward is None:
-                        continue
-                elif type(pg) is Scatter:
+                pgrads = rule(g, node.data, *[p.data for p in parents], need=tuple([p.requires_grad for p in parents]))
+            if len(pgrads) != len(parents):  # one gradient per parent (B1); (zip(strict=True) costs ~0.1 us)
+                raise _count_error(node._op, pgrads, parents)
+        for p, pg in zip(parents, pgrads):
+            if not p.requires_grad:
+                continue
+            if pg is not None:
+                if type(pg) is Scatter:
                     if p._backward is None:
                         _into_leaf(p, pg, fresh=False)
                         continue
-                    prev = grads.get(p)
-                    if prev is not None and p in owned and type(prev) is np.ndarray:
-                        pg.add_into(prev)
-                    else:
-                        dense = pg.dense(p.data.shape, p.data.dtype)
-                        if prev is not None:
-                            dense += prev
-                        grads[p] = dense
-                        owned.add(p)
+                    _add_scatter(grads, owned, p, pg)
                 else:
                     pd = p.data
                     if pg.shape != pd.shape:
@@ -250,18 +259,18 @@ def run_backward(root, grad, retain_graph=False):
                         fresh = True
                     elif pg.base is None and pg is not g:
                         fresh = True
-                    else:  # g itself or a view may be shared, unless g was this node's own and it has one parent
-                        # (a read-only view, such as sum's np.broadcast_to of g, is never adopted: += would fail)
+                    else:  # g itself or a view may be shared, unless g was this node's own and it has one
+                        # parent (a read-only view, such as sum's np.broadcast_to of g, is never adopted)
                         fresh = g_owned and len(parents) == 1 and (
                             pg is g or pg.base is (g if g.base is None else g.base)) and pg.flags.writeable
                     if pg.dtype is not pd.dtype and pg.dtype != pd.dtype:
                         pg, fresh = pg.astype(pd.dtype), True
-                    if p._backward is None:  # a leaf: _into_leaf's array cases, inlined (a fresh array is adopted)
-                        lg = p.grad
-                        if lg is None:
-                            p.grad = pg if fresh and type(pg) is np.ndarray else np.array(pg)
-                        elif type(lg) is np.ndarray:
-                            lg += pg  # the engine made (or adopted) lg, so it may add in place
+                    if p._backward is None:  # a leaf: straight into its .grad (nothing downstream needs it)
+                        lg = p.grad  # _into_leaf's two usual cases, inlined (a call per leaf edge costs ~5%):
+                        if type(lg) is np.ndarray:
+                            lg += pg  # add into the array the engine made
+                        elif lg is None and fresh and type(pg) is np.ndarray:
+                            p.grad = pg  # adopt a fresh one
                         else:
                             _into_leaf(p, pg, fresh)
                         continue
@@ -270,31 +279,45 @@ def run_backward(root, grad, retain_graph=False):
                         grads[p] = pg
                         if fresh:
                             owned.add(p)
-                    elif p in owned and type(prev) is np.ndarray:
+                    elif type(prev) is np.ndarray and p in owned:
                         prev += pg  # safe: the engine made prev and handed it to no one yet
                     else:
                         grads[p] = prev + pg  # the reference walk's sum, in a new buffer the engine owns
                         owned.add(p)
-                n = pending[p] - 1
-                if n:
-                    pending[p] = n
-                else:  # ready; forgotten here, so a node the walk has passed is freed (checkpointing relies on it)
-                    del pending[p]
-                    ready.append(p)
-    except ValueError:
-        if pgrads is not None and len(pgrads) != len(parents):  # not one gradient a parent
-            raise _count_error(node._op, pgrads, parents) from None
-        raise
+            if p._backward is None:  # a leaf: no count to lower
+                continue
+            n = pending[p] - 1  # an interior node counts this edge as done, gradient or None
+            if n:
+                pending[p] = n
+            else:  # ready; forgotten here, so a node the walk has passed is freed (checkpointing relies on it)
+                del pending[p]
+                ready.append(p)
+
+
+def _add_scatter(grads, owned, p, s):
+    """Add the Scatter s into p's summed gradient: in place into a buffer the engine owns, else densely."""
+    prev = grads.get(p)
+    if prev is not None and p in owned and type(prev) is np.ndarray:
+        s.add_into(prev)
+        return
+    dense = s.dense(p.data.shape, p.data.dtype)
+    if prev is not None:
+        dense += prev
+    grads[p] = dense
+    owned.add(p)
 
 
 def _into_leaf(leaf, g, fresh):
     """Add g (an array or a Scatter) into leaf.grad; a fresh array (nobody else holds it) is adopted."""
+    lg = leaf.grad
     if type(g) is Scatter:
-        if leaf.grad is None:
+        if lg is None:
             leaf.grad = g.dense(leaf.data.shape, leaf.data.dtype)
         else:
-            g.add_into(leaf.grad)
-    elif leaf.grad is None:
+            g.add_into(lg)
+    elif lg is None:
         leaf.grad = g if fresh and type(g) is np.ndarray else np.array(g)
-    else:
-        leaf.grad += g  # the engine made leaf.grad, so it may add in place
+    elif type(lg) is np.ndarray:
+        lg += g  # the engine made (or adopted) leaf.grad, so it may add in place
+    else:  # a Tensor left by an earlier create_graph backward: a new sum, as torch
+        leaf.grad = lg + g

@@ -1,13 +1,12 @@
 """The walk that differentiates a backward: gradients as Tensors with a graph (create_graph=True), and grad().
 
-The first-order walks in backward.py call each node's array closure `_backward(g)`: fast, but the arrays it
-returns carry no graph, so they cannot be differentiated again. This walk is the same reverse sweep over
-the same nodes, but it calls each node's *differentiable* backward instead: a rule `vjp(node, g)` written in
-Tensor ops, looked up by the node's op name in `VJPS`. Its results are ordinary Tensors, so what it builds is
-a graph too, and differentiating that (a second backward) needs nothing new. The rules live with the ops
-(minigrad/ops/_vjp_*.py, and attention's kernels register theirs with `register_vjp`); an op without one
-raises an error naming it, never a silent zero. Nothing here runs unless create_graph=True (or grad()) is
-asked for: Tensor.backward() without it still takes run_backward, unchanged.
+It is backward.py's reverse sweep once more, over the same nodes and their same rules: each node's rule
+vjp(g, out, *inputs) is called with Tensors (the gradient, the node itself, its parents) under grad mode, so
+what it computes is recorded, and the gradients it returns are a graph that a second backward differentiates
+with nothing new (HIPS autograd's vjps and torch's derivatives.yaml formulas work so). A fused kernel's node
+has an array closure instead: ArrayBackward differentiates its plain form (reference=, recompute_vjp) or its
+rule (vjp=); a node with neither raises an error naming its op, never a silent zero. Nothing here runs unless
+create_graph=True (or grad()) is asked for: Tensor.backward() without it takes run_backward.
 
 Like backward.py this file is duck-typed: it works on anything with data, requires_grad, _parents, _backward
 and _op, and makes a Tensor from an array with `type(node)(array)`, so it imports nothing above it.
@@ -17,78 +16,58 @@ import numpy as np
 from . import grad_mode as _gm
 from . import hooks as _hooks
 from . import versions as _versions
-from .backward import Scatter, _check_alive, _count_error, _freed, _topo, _unbroadcast
+from .backward import Scatter, _check_alive, _count_error, _freed, _topo, _unbroadcast, call_rule
 from .versions import _check_versions
 
-VJPS = {}  # op name -> vjp(node, g): one Tensor (or None) per parent, each shaped like it or broadcast to g
+VJPS = {}  # a minigrad.Function subclass -> its rule for create_graph (register_vjp)
 
 
 def register_vjp(op, rule):
-    """Give op `op` (the name its nodes carry, node._op) a differentiable backward `rule(node, g)`.
-
-    `g` is a Tensor shaped like the node's output; the rule returns one Tensor (or None) per parent, written
-    in Tensor ops so that it is itself differentiable. It may read the node's parents (node._parents), the
-    node itself (its output, as a Tensor in the graph) and what the op's array closure captured
-    (`captured(node, name)`). Returns the rule, so it can be used as a decorator factory's result.
-    """
+    """Give the user op `op` (a minigrad.Function subclass, the class itself: two ops of one name never meet) a
+    differentiable rule(g, out, *inputs) -> one gradient per Tensor input, written in Tensor ops: create_graph
+    and autograd.grad run it instead of the op's array backward. Returns the rule."""
+    if not isinstance(op, type):
+        raise TypeError(f"register_vjp: expected the op's minigrad.Function subclass (the class itself), got "
+                        f"{op!r}; an op made with make_node takes its rule as make_node(..., vjp=rule) or its plain "
+                        f"form as reference=")
     VJPS[op] = rule
     return rule
 
 
-def vjp_rule(*ops):
-    """Decorator: register the decorated function as the rule of each op name in `ops` (register_vjp)."""
-    def deco(fn):
-        for op in ops:
-            register_vjp(op, fn)
-        return fn
-    return deco
+def recompute_vjp(fn, g, inputs):
+    """The gradients of a kernel's plain form: `fn(*inputs)` (Tensor ops) rebuilt with a graph and differentiated
+    with create_graph (exact; it costs only here). One Tensor (or None) per input.
 
-
-def _own_closure(node):
-    """The op's own backward closure: a hook, the profiler and anomaly mode wrap it (each sets __wrapped__)."""
-    fn = node._backward
-    while hasattr(fn, "__wrapped__"):
-        fn = fn.__wrapped__
-    return fn
-
-
-def captured(node, name):
-    """The value the node's backward closure captured under `name` (an axis, a shape, an index ...).
-
-    The first-order closures already keep every constant their backward needs; reading it from the closure
-    costs the first-order path nothing (no extra attribute stored per node)."""
-    fn = _own_closure(node)
-    if fn is _freed:
-        _check_alive(node, "double backward")
-    code = getattr(fn, "__code__", None)
-    if code is None or name not in code.co_freevars:
-        raise RuntimeError(f"double backward of '{node._op}': its backward closure holds no '{name}' "
-                           f"(the op changed without its rule in minigrad/ops/_vjp_*.py)")
-    return fn.__closure__[code.co_freevars.index(name)].cell_contents
-
-
-def has_captured(node, name):
-    """True if the node's backward closure captured `name` (tells an op's cases apart)."""
-    code = getattr(_own_closure(node), "__code__", None)
-    return code is not None and name in code.co_freevars
-
-
-def recompute_vjp(node, g, fn):
-    """A rule for a fused node: its partial gradients, by rebuilding `fn(*node._parents)` (its plain form, in
-    Tensor ops) with a graph and differentiating that with create_graph (exact; it costs only here).
-
-    Each parent slot gets a stand-in of its own (a reshape to its own shape: a new node on top of it), so a
+    Each input slot gets a stand-in of its own (a reshape to its own shape: a new node on top of it), so a
     tensor passed twice (attention of x with itself) gets each slot's partial gradient, not the total twice."""
-    slots = [p.reshape(p.shape) if p.requires_grad else p for p in node._parents]
+    slots = [p.reshape(p.shape) if p.requires_grad else p for p in inputs]
     want = [s for s in slots if s.requires_grad]
     got = dict(zip(want, walk([fn(*slots)], [g], want, create_graph=True, allow_unused=True, partial=True)))
     return [got.get(s) if s.requires_grad else None for s in slots]
 
 
-def _no_rule(node, g=None):
-    raise RuntimeError(f"double backward: op '{node._op}' has no differentiable backward yet, so a gradient "
-                       f"through it cannot carry a graph (create_graph=True); its first-order gradient works. "
-                       f"Write it in Tensor ops and give it with minigrad.autograd.register_vjp('{node._op}', rule)")
+class ArrayBackward:
+    """The rule of a node made from an array closure backward(g) (a fused kernel's, a Function's).
+
+    The array walks call it with arrays: it runs the closure. create_graph calls it with Tensors: it
+    differentiates the op's plain form instead, its rule `vjp` (in Tensor ops) if it has one, else its
+    `reference` recomputed on the node's inputs (recompute_vjp), else it raises an error naming the op."""
+
+    __slots__ = ("backward", "vjp", "reference", "op")
+
+    def __init__(self, backward, vjp, reference, op):
+        self.backward, self.vjp, self.reference, self.op = backward, vjp, reference, op
+
+    def __call__(self, g, out, *inputs, need=None):
+        if type(g) is np.ndarray or isinstance(g, np.generic):  # an array walk (the closure reads requires_grad)
+            return self.backward(g)
+        if self.vjp is not None:
+            return self.vjp(g, out, *inputs) if need is None else self.vjp(g, out, *inputs, need=need)
+        if self.reference is not None:
+            return recompute_vjp(self.reference, g, inputs)
+        raise RuntimeError(f"double backward: op '{self.op}' has no differentiable backward, so a gradient through it "
+                           f"cannot carry a graph (create_graph=True); its first-order gradient works. Give its "
+                           f"make_node a rule (vjp=) or its plain form in ops (reference=)")
 
 
 def _sum_to(g, shape):
@@ -109,8 +88,8 @@ def _sum_to(g, shape):
 
 
 def _array_vjp(node, g):
-    """The first-order step: the node's array closure, its Scatters made dense, wrapped as constant Tensors."""
-    out, pgrads = [], node._backward(g.data)
+    """The first-order step: the node's rule on arrays, its Scatters made dense, wrapped as constant Tensors."""
+    out, pgrads = [], call_rule(node, g.data, node.data, [p.data for p in node._parents])
     if len(pgrads) != len(node._parents):
         raise _count_error(node._op, pgrads, node._parents)
     for p, pg in zip(node._parents, pgrads):
@@ -131,8 +110,8 @@ def walk(roots, grads, inputs=None, create_graph=False, retain_graph=None, allow
     which is an error unless allow_unused), touching no .grad, as torch.autograd.grad. partial=True stops
     at the inputs (the gradient along paths that avoid the other inputs: what a fused kernel's rule needs
     when it recomputes its reference form on its parents, which may depend on each other).
-    With create_graph each node's rule `VJPS[node._op]` runs (grad mode on) and the graph is kept; without it,
-    each node's array closure runs, and the graph is freed unless retain_graph.
+    With create_graph each node's rule runs on Tensors (grad mode on) and the graph is kept; without it, on
+    arrays, and the graph is freed unless retain_graph.
     """
     if retain_graph is None:
         retain_graph = create_graph
@@ -180,13 +159,17 @@ def walk(roots, grads, inputs=None, create_graph=False, retain_graph=None, allow
                 continue
             if wanted is not None and not any(p in wanted for p in node._parents):
                 continue
-            if create_graph:
-                pgrads = VJPS.get(node._op, _no_rule)(node, g)
+            if create_graph:  # the node's own rule, on Tensors: what it computes is recorded
+                pgrads = call_rule(node, g, node, node._parents)
+                if len(pgrads) != len(node._parents):
+                    raise _count_error(node._op, pgrads, node._parents)
             else:
                 pgrads = _array_vjp(node, g)
             for p, pg in zip(node._parents, pgrads):
                 if pg is None or not p.requires_grad or (wanted is not None and p not in wanted):
                     continue
+                if not isinstance(pg, type(node)):  # a constant gradient (an array, a Scatter): no graph
+                    pg = type(node)(pg.dense(p.data.shape, p.data.dtype) if type(pg) is Scatter else np.asarray(pg))
                 pg = _sum_to(pg, p.data.shape)
                 if pg.dtype != p.data.dtype:
                     pg = pg.astype(p.data.dtype)

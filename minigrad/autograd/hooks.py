@@ -5,8 +5,9 @@ keep or change, since it is a copy. Hooks run in the order they were registered;
 after them all (as in torch 2), so `.grad` of a non-leaf is the gradient after every hook.
 
 How, without costing anything when no hook exists:
-- on a non-leaf, the first hook wraps the node's `_backward` closure: the wrapper runs the hooks on the
-  node's summed gradient, then the closure. Both walks call `_backward` the same way, so both run the hooks.
+- on a non-leaf, the first hook wraps the node's `_backward` rule: the wrapper runs the hooks on the
+  node's summed gradient, then the rule. Both array walks call `_backward` the same way, so both run the
+  hooks; the create_graph walk runs them on the Tensor gradient itself (run_on_tensor).
 - on a leaf (which never joins the fast walk), the walk checks one module-level dict per backward() call:
   while a leaf in it has hooks, `leaf_hooks_walk` gathers the leaf's gradient of that walk on its own, runs
   the hooks on the sum (called once per walk, as in torch) and then adds the result into `.grad`. Leaf hooks
@@ -17,6 +18,8 @@ How, without costing anything when no hook exists:
 import weakref
 
 import numpy as np
+
+from .versions import saved_by
 
 _leaves = {}  # id(leaf) -> _Hooks, for leaves with hooks (read by run_backward once per walk)
 _nonleaf = {}  # id(tensor) -> _Hooks, for non-leaves
@@ -87,20 +90,22 @@ def _retain(t, hooks, g):
 
 
 def _wrap(t, hooks):
-    """Put the hooks in front of a non-leaf's backward closure."""
-    backward = t._backward
+    """Put the hooks in front of a non-leaf's gradient rule (for the array walks; the create_graph walk runs
+    them on the Tensor gradient itself, run_on_tensor)."""
+    rule = t._backward
     ref = hooks.ref
     shape, dtype = t.data.shape, t.data.dtype
 
-    def hooked(g, *rest):
-        node = ref()
-        if hooks and g is not None:
-            g = _run(hooks, g, shape, dtype)
-        if node is not None and g is not None:
-            _retain(node, hooks, g)
-        return backward(g, *rest)
+    def hooked(g, *rest, **kw):
+        if isinstance(g, (np.ndarray, np.generic)):
+            node = ref()
+            if hooks:
+                g = _run(hooks, g, shape, dtype)
+            if node is not None:
+                _retain(node, hooks, g)
+        return rule(g, *rest, **kw)
 
-    hooked.__wrapped__ = backward
+    hooked.saved = saved_by(rule)  # what the rule reads, for the version check
     t._backward = hooked
 
 

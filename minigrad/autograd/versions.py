@@ -2,9 +2,9 @@
 
 A tensor's _version is the clock time of its last in-place change (0: never changed); a graph node's
 _clock is the time it was recorded. backward refuses a node if one of its inputs, or its output, changed
-after that time and its backward closure holds it (the tensor, or an array sharing its memory), because
-the gradient would then use the new values. A change to a value the backward does not hold (the input of
-an add, a reshape or a sum) is fine, as in torch. When nothing changed since a node was recorded (the
+after that time and its gradient rule reads it (what the rule declared with backward.saves), because the
+gradient would then use the new values. A change to a value the rule does not read (the input of an add, a
+reshape or a sum) is fine, as in torch. When nothing changed since a node was recorded (the
 usual case), the whole check is one integer compare per node.
 
 Views share their base's version, as in torch: the time of an in-place change is also recorded for the
@@ -56,45 +56,22 @@ def version_of(t):
     return own if rec is None or rec[0]() is not o else max(own, rec[1])
 
 
+_ALL = frozenset(("out", "inputs"))
+
+
+def saved_by(rule):
+    """What a gradient rule reads of its node, "out" and/or "inputs", as it declared with backward.saves (the
+    function a functools.partial binds, or a wrapper's (hooks, anomaly mode, trace) rule: each passes it on);
+    a rule that declares nothing may read everything."""
+    return getattr(getattr(rule, "func", rule), "saved", _ALL)
+
+
 def _check_versions(node):
-    for t in (node,) + tuple(node._parents):
-        if version_of(t) > node._clock and _holds(node._backward, t):
+    saved = saved_by(node._backward)
+    held = ((node,) if "out" in saved else ()) + (tuple(node._parents) if "inputs" in saved else ())
+    for t in held:
+        if version_of(t) > node._clock:
             raise RuntimeError(
                 f"backward: a tensor of shape {t.shape} that the '{node._op}' op saved was modified by an "
                 f"in-place operation after the graph was built, so its gradient would use the new values; "
                 f"run the forward again after changing it (or change a copy)")
-
-
-def _holds(backward, t):
-    """True if the closure `backward` can reach t or an array that may share memory with t.data: through its
-    cells, and the tuples, lists, dicts, objects (a Function's ctx) and inner closures in them."""
-    stack, seen = [backward], set()
-    while stack:
-        obj = stack.pop()
-        if id(obj) in seen:
-            continue
-        seen.add(id(obj))
-        if obj is t:
-            return True
-        if isinstance(obj, np.ndarray):
-            if np.may_share_memory(obj, t.data):
-                return True
-        elif isinstance(obj, (tuple, list)):
-            stack.extend(obj)
-        elif isinstance(obj, dict):
-            stack.extend(obj.values())
-        elif "_backward" in getattr(type(obj), "__slots__", ()):  # a Tensor (duck-typed: tensor.py is above)
-            # a backward may read a held tensor's .data (layer_norm's weight); its graph fields are not followed
-            if np.may_share_memory(obj.data, t.data):
-                return True
-        elif callable(obj) and getattr(obj, "__closure__", None):
-            for cell in obj.__closure__:
-                try:
-                    stack.append(cell.cell_contents)
-                except ValueError:  # an empty cell
-                    pass
-        elif hasattr(obj, "__dict__") or hasattr(obj, "__slots__"):
-            if not isinstance(obj, type):
-                stack.extend(getattr(obj, name, None) for name in getattr(type(obj), "__slots__", ()))
-                stack.extend(getattr(obj, "__dict__", {}).values())
-    return False

@@ -3,12 +3,13 @@ loss function. Built from the ops; the fused ones (softmax, linear, layer_norm, 
 import numpy as np
 
 from .. import ops
-from ..autograd.higher import register_vjp
+from ..autograd.backward import saves
 from ..dtypes import get_default_dtype
 from ..ops import (gelu, layer_norm, linear, log_softmax, relu, sigmoid, softmax,  # noqa: F401
                    softplus, tanh)
 from ..random import get_rng
-from ..ops import as_tensor
+from ..ops import _dual, as_tensor
+from ..ops._args import class_rows
 from ..tensor import Tensor, make_node
 from .conv import avg_pool2d, conv2d, max_pool2d  # noqa: F401  (F.conv2d, F.max_pool2d, F.avg_pool2d)
 
@@ -115,14 +116,7 @@ def _rows(x, name, t):
     if x.ndim == 0 or (x.shape[:1] + x.shape[2:] if x.ndim > 1 else ()) != t.shape:
         raise ValueError(f"{name}: input {x.shape} needs target of shape "
                          f"{(x.shape[:1] + x.shape[2:]) if x.ndim > 1 else ()}, got {t.shape}")
-    C = x.shape[0] if x.ndim == 1 else x.shape[1]
-    if x.ndim == 1:
-        rows = x.reshape(1, C)
-    elif x.ndim == 2:
-        rows = x
-    else:  # classes last, then one row per (sample, position)
-        rows = x.transpose(0, *range(2, x.ndim), 1).reshape(-1, C)
-    return rows, t.reshape(-1), C
+    return class_rows(x), t.reshape(-1), x.shape[0] if x.ndim == 1 else x.shape[1]
 
 
 # ---- classification -------------------------------------------------------------------------------
@@ -234,6 +228,19 @@ def binary_cross_entropy_with_logits(input, target, weight=None, reduction="mean
 _BCE_EPS = float(np.float32(1e-12))  # torch's EPSILON is a C float 1e-12 (9.99999996e-13), also in float64
 
 
+@saves("inputs")
+def _bce_vjp(g, out, p, t, need=(True, True)):
+    """d/dp = (p - t) / max(p (1 - p), eps), the clamped denominator torch uses; d/dt = log q - log p, each log
+    clamped at -100 as in the forward (on arrays or Tensors, so create_graph differentiates it)."""
+    gp = gt = None
+    if need[0]:
+        gp = g * (p - t) / _dual.maximum(p * (1 - p), _BCE_EPS)
+    if need[1]:
+        with np.errstate(divide="ignore"):
+            gt = g * (_dual.maximum(_dual.log1p(-p), -100) - _dual.maximum(_dual.log(p), -100))
+    return gp, gt
+
+
 def binary_cross_entropy(input, target, weight=None, reduction="mean"):
     """-w [t log p + (1 - t) log(1 - p)] from probabilities p in [0, 1]; each log is clamped at -100, as torch."""
     input, target = _same_shape(input, target, "binary_cross_entropy")
@@ -245,11 +252,7 @@ def binary_cross_entropy(input, target, weight=None, reduction="mean"):
     with np.errstate(divide="ignore"):
         log_p, log_q = np.maximum(np.log(p), -100), np.maximum(np.log1p(-p), -100)
     out = -(t * log_p + (1 - t) * log_q)
-
-    def backward(g):  # d/dp = (p - t) / max(p (1 - p), eps), the clamped denominator torch uses; d/dt = log q - log p
-        return (g * (p - t) / np.maximum(p * (1 - p), _BCE_EPS) if input.requires_grad else None,
-                g * (log_q - log_p) if target.requires_grad else None)
-    loss = make_node(out.astype(p.dtype, copy=False), (input, target), backward, "binary_cross_entropy")
+    loss = make_node(out.astype(p.dtype, copy=False), (input, target), None, "binary_cross_entropy", vjp=_bce_vjp)
     if weight is not None:
         loss = loss * as_tensor(weight)
     return _reduce(loss, reduction, "binary_cross_entropy")
@@ -315,17 +318,3 @@ def smooth_l1_loss(input, target, reduction="mean", beta=1.0):
         return _reduce(ad, reduction, "smooth_l1_loss")
     small = ad.data < beta
     return _reduce(ops.where(small, (0.5 / beta) * d * d, ad - 0.5 * beta), reduction, "smooth_l1_loss")
-
-
-def _bce_vjp(node, g):
-    """binary_cross_entropy's differentiable backward (create_graph=True): its closure's formulas in ops."""
-    p, t = node._parents
-    one_minus = ops.rsub(p, 1.0)
-    gp = g * (p - t) / ops.maximum(p * one_minus, _BCE_EPS) if p.requires_grad else None
-    gt = None
-    if t.requires_grad:
-        gt = g * (ops.maximum(ops.log1p(ops.neg(p)), -100.0) - ops.maximum(ops.log(p), -100.0))
-    return gp, gt
-
-
-register_vjp("binary_cross_entropy", _bce_vjp)

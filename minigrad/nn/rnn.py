@@ -10,6 +10,7 @@ import numpy as np
 
 from .. import ops
 from ..ops import as_tensor
+from ..ops.fused import lstm_cell_reference
 from ..ops.recurrent import _lengths_mask, gru_sequence, lstm_sequence
 from ..tensor import Tensor
 from . import functional as F
@@ -69,14 +70,7 @@ class LSTMCell(_RNNCellBase):
         self._check(x, h, c)
         h = self._zeros(x) if h is None else h
         c = self._zeros(x) if c is None else c
-        H = self.hidden_size
-        gates = ops.linear(x, self.weight_ih, self.bias_ih) + ops.linear(h, self.weight_hh, self.bias_hh)
-        i = ops.sigmoid(gates[..., :H])
-        f = ops.sigmoid(gates[..., H:2 * H])
-        g = ops.tanh(gates[..., 2 * H:3 * H])
-        o = ops.sigmoid(gates[..., 3 * H:])
-        c = f * c + i * g
-        return o * ops.tanh(c), c
+        return lstm_cell_reference(x, h, c, self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh)
 
 
 class _RNNBase(Module):

@@ -131,6 +131,29 @@ def _index_error(a, index, e):
     return type(e)(f"getitem: index {index!r} into shape {a.shape}: {e}")
 
 
+def class_rows(x):
+    """(M, C) rows of class scores laid out (C,), (N, C) or (N, C, d1, ...): classes last, one row per sample
+    and position (an array or a Tensor; for a Tensor, ops). from_rows undoes it."""
+    if x.ndim == 1:
+        return x.reshape(1, x.shape[0])
+    if x.ndim == 2:
+        return x
+    perm = (0,) + tuple(range(2, x.ndim)) + (1,)
+    return (x.permute(perm) if isinstance(x, Tensor) else x.transpose(perm)).reshape(-1, x.shape[1])
+
+
+def from_rows(d, shape):
+    """(M, C) rows back to the layout `shape` of class_rows' input."""
+    if len(shape) == 2:
+        return d
+    if len(shape) < 2:
+        return d.reshape(shape)
+    nd, C = len(shape), shape[1]
+    d = d.reshape(shape[:1] + shape[2:] + (C,))
+    perm = (0, nd - 1) + tuple(range(1, nd - 1))
+    return d.permute(perm) if isinstance(d, Tensor) else d.transpose(perm)
+
+
 def _shape_arg(shape):
     return tuple(shape[0]) if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else tuple(shape)
 

@@ -1,18 +1,23 @@
-"""Arithmetic: add, sub, mul, div, pow, neg, floor_divide, remainder and their reflected forms. Each forward, then its backward below it.
+"""Arithmetic: add, sub, mul, div, pow, neg, floor_divide, remainder and their reflected forms. Each op's gradient
+rule comes right before its forward.
 
-A backward closure takes the upstream gradient `g` (an ndarray shaped like the output) and returns one
-gradient per parent, in order (None where a parent needs none). It may return a gradient shaped like
-the broadcast output: the engine (autograd/backward.py) sums it back to the parent's shape and checks it.
+A rule vjp(g, out, *inputs) takes the upstream gradient `g` (shaped like the output), the output and the op's
+inputs, and returns one gradient per input, in order. It may return a gradient shaped like the broadcast
+output: the engine (autograd/backward.py) sums it back to the input's shape and checks it. The same rule runs
+on arrays (backward()) and on Tensors (create_graph: autograd/higher.py); a constant the op has (a number)
+is bound first with functools.partial. `@saves` says what the rule reads (autograd/backward.py).
 Python numbers stay "weak" scalars, so float32 graphs stay float32 (NumPy's NEP 50 rules).
 """
 import math
+from functools import partial
 
 import numpy as np
 
-from ..autograd.backward import in_place_backward
-from ..dtypes import floating, wrap_int
+from ..autograd.backward import saves
+from ..dtypes import floating, promote, wrap_int
 from ..tensor import Tensor, make_node
 from ._args import _F64, _binary, _scalar, _shapes_broadcast, _with_scalar, as_tensor
+from ._dual import identity_vjp, log, value, where, zero_vjp, zeros_like
 
 # the ops of this file: minigrad.ops (and minigrad) export __all__; Tensor gets METHODS as methods
 __all__ = ("add", "sub", "mul", "div", "pow", "neg", "floor_divide", "remainder")
@@ -21,7 +26,8 @@ METHODS = ("pow", "floor_divide", "remainder")
 # ---- elementwise arithmetic --------------------------------------------------------------------
 
 
-def _grad_both(g):  # d(a+b) = (g, g); one function for every add node (no closure to build)
+@saves()
+def _add_vjp(g, out, a, b, need=(True, True)):  # d(a + b) = (g, g)
     return g, g
 
 
@@ -31,7 +37,7 @@ def add(a, b):
         ad, bd = a.data, b.data
         if ad.dtype is bd.dtype:  # the common case, inlined
             try:
-                return make_node(ad + bd, (a, b), _grad_both, "add")
+                return make_node(ad + bd, (a, b), None, "add", vjp=_add_vjp)
             except ValueError:
                 _shapes_broadcast("add", a, b)
                 raise
@@ -43,9 +49,14 @@ def add(a, b):
             out = a.data + wrap_int(s, a.data.dtype)
         if out.dtype is _F64 and a.data.dtype.kind != "f":  # int + float: see _with_scalar (inlined: hot)
             out = _with_scalar(a, s) + s
-        return make_node(out, (a,), lambda g: (g,), "add")  # d(a+c) = g
+        return make_node(out, (a,), None, "add", vjp=identity_vjp)
     a, b = as_tensor(a), as_tensor(b)
-    return make_node(_binary("add", a, b, np.add), (a, b), _grad_both, "add")
+    return make_node(_binary("add", a, b, np.add), (a, b), None, "add", vjp=_add_vjp)
+
+
+@saves()
+def _sub_vjp(g, out, a, b, need=(True, True)):  # d(a - b) = (g, -g)
+    return g, (-g if need[1] else None)
 
 
 def sub(a, b):
@@ -58,9 +69,9 @@ def sub(a, b):
             out = a.data - wrap_int(s, a.data.dtype)
         if out.dtype is _F64 and a.data.dtype.kind != "f":  # int - float: see _with_scalar (inlined: hot)
             out = _with_scalar(a, s) - s
-        return make_node(out, (a,), lambda g: (g,), "sub")
+        return make_node(out, (a,), None, "sub", vjp=identity_vjp)
     a, b = as_tensor(a), as_tensor(b)
-    return make_node(_binary("sub", a, b, np.subtract), (a, b), lambda g: (g, -g), "sub")  # (g, -g)
+    return make_node(_binary("sub", a, b, np.subtract), (a, b), None, "sub", vjp=_sub_vjp)
 
 
 def rsub(a, b):
@@ -71,21 +82,34 @@ def rsub(a, b):
             out = s - _with_scalar(a, s)
         except OverflowError:  # see add
             out = wrap_int(s, a.data.dtype) - a.data
-        return make_node(out, (a,), lambda g: (-g,), "rsub")
+        return make_node(out, (a,), None, "rsub", vjp=_neg_vjp)
     return sub(as_tensor(b), a)
 
 
-@in_place_backward
+@saves(in_place=True)
+def _neg_vjp(g, out, x, owned=False):  # d(-x) = -g; in g's own buffer when the engine owns it
+    return (np.negative(g, out=g) if owned else -g,)
+
+
 def neg(a):
     """Elementwise -a; backward: -g."""
     a = as_tensor(a)
-
-    def backward(g, owned=False):  # d(-a) = -g
-        return (np.negative(g, out=g) if owned else -g,)
-    return make_node(-a.data, (a,), backward, "neg")
+    return make_node(-a.data, (a,), None, "neg", vjp=_neg_vjp)
 
 
-@in_place_backward
+@saves("inputs")
+def _mul_vjp(g, out, a, b, need=(True, True)):  # d(ab) = (g b, g a)
+    return (g * b if need[0] else None), (g * a if need[1] else None)
+
+
+@saves(in_place=True)
+def _scale_vjp(s, g, out, x, owned=False):  # d(x s) = g s, s a number; in g's own buffer when the engine owns it
+    if owned and g.dtype.kind == "f" and type(s) is not complex:
+        g *= s
+        return (g,)
+    return (g * s,)
+
+
 def mul(a, b):
     """Elementwise a * b with broadcasting; backward: (g * b, g * a)."""
     if isinstance(b, Tensor) and isinstance(a, Tensor):
@@ -96,10 +120,7 @@ def mul(a, b):
             except ValueError:
                 _shapes_broadcast("mul", a, b)
                 raise
-
-            def backward2(g):  # d(ab) = (g b, g a)
-                return (g * bd if a.requires_grad else None, g * ad if b.requires_grad else None)
-            return make_node(out, (a, b), backward2, "mul")
+            return make_node(out, (a, b), None, "mul", vjp=_mul_vjp)
     s = _scalar(b)
     if s is not None:
         try:
@@ -108,43 +129,37 @@ def mul(a, b):
             out = a.data * wrap_int(s, a.data.dtype)
         if out.dtype is _F64 and a.data.dtype.kind != "f":  # int * float: see _with_scalar (inlined: hot)
             out = _with_scalar(a, s) * s
-
-        def backward(g, owned=False):  # d(a c) = g c; in g's own buffer when the engine says it may
-            if owned and g.dtype.kind == "f" and type(s) is not complex:
-                g *= s
-                return (g,)
-            return (g * s,)
-        return make_node(out, (a,), backward, "mul")
+        return make_node(out, (a,), None, "mul", vjp=partial(_scale_vjp, s))
     a, b = as_tensor(a), as_tensor(b)
-    ad, bd = a.data, b.data
-    out = _binary("mul", a, b, np.multiply)
-
-    def backward(g):  # d(ab) = (g b, g a)
-        return (g * bd if a.requires_grad else None, g * ad if b.requires_grad else None)
-    return make_node(out, (a, b), backward, "mul")
+    return make_node(_binary("mul", a, b, np.multiply), (a, b), None, "mul", vjp=_mul_vjp)
 
 
-@in_place_backward
+@saves(in_place=True)
+def _div_scalar_vjp(s, g, out, x, owned=False):  # d(x / s) = g / s; in g's own buffer when the engine owns it
+    if owned and g.dtype.kind == "f" and type(s) is not complex:
+        g /= s
+        return (g,)
+    return (g / s,)
+
+
+def _div_vjp(g, out, a, b, need=(True, True)):  # d(a / b) = (g / b, -g a / b^2) = (g / b, -g out / b)
+    ga = g / b
+    return (ga if need[0] else None), (-ga * out if need[1] else None)
+
+
 def div(a, b):
     """Elementwise true division a / b (integers give the default float dtype); backward: (g / b, -g a / b^2)."""
     s = _scalar(b)
     if s is not None:
-        def backward(g, owned=False):  # d(a / c) = g / c
-            if owned and g.dtype.kind == "f" and type(s) is not complex:
-                g /= s
-                return (g,)
-            return (g / s,)
-        return make_node(floating(a.data) / s, (a,), backward, "div")
+        return make_node(floating(a.data) / s, (a,), None, "div", vjp=partial(_div_scalar_vjp, s))
     a, b = as_tensor(a), as_tensor(b)
     if a.dtype.kind != "f" and b.dtype.kind != "f":  # true division of integers: the default float dtype
         a = Tensor(floating(a.data))
-    bd = b.data
-    out = _binary("div", a, b, np.divide)
+    return make_node(_binary("div", a, b, np.divide), (a, b), None, "div", vjp=_div_vjp)
 
-    def backward(g):  # d(a/b) = (g / b, -g a / b^2) = (g / b, -g out / b)
-        ga = g / bd
-        return (ga if a.requires_grad else None, -ga * out if b.requires_grad else None)
-    return make_node(out, (a, b), backward, "div")
+
+def _rdiv_vjp(g, out, x):  # d(c / x) = -g c / x^2 = -g out / x
+    return (-g * out / x,)
 
 
 def rdiv(a, b):
@@ -152,9 +167,26 @@ def rdiv(a, b):
     s = _scalar(b)
     if s is None:
         return div(as_tensor(b), a)
-    x = floating(a.data)
-    out = s / x
-    return make_node(out, (a,), lambda g: (-g * out / x,), "rdiv")  # d(c/a) = -g c / a^2
+    return make_node(s / floating(a.data), (a,), None, "rdiv", vjp=_rdiv_vjp)
+
+
+@saves("inputs")
+def _pow_scalar_vjp(s, g, out, x):  # d x^s = s x^(s-1); x^2 without pow, and x^0's slope 0 (not 0 * inf at 0)
+    if s == 2:
+        return (2.0 * g * x,)
+    if s == 0:
+        return (zeros_like(g),)
+    return (g * s * x ** (s - 1),)
+
+
+def _pow_vjp(g, out, a, b, need=(True, True)):  # d a^b = (b a^(b-1), a^b log a)
+    ga = gb = None
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if need[0]:  # where b = 0 the gradient is 0, also at a = 0 (not 0 * inf)
+            ga = g * where(b == 0, 0, b * a ** (b - 1))
+        if need[1]:  # where a <= 0, log a counts as -inf if b < 0 (0^b = inf there, as torch), else 0
+            gb = g * out * where(a > 0, log(where(a > 0, a, 1)), np.where(value(b) < 0, -np.inf, 0))
+    return ga, gb
 
 
 def pow(a, b):
@@ -165,26 +197,17 @@ def pow(a, b):
         if not float(s).is_integer() and x.size and x.min() < 0:
             raise ValueError(f"pow: a negative base to the non-integer power {s} gives NaN "
                              f"(min base {x.min()})")
-        if s == 2:  # the common case, without np.power
-            return make_node(x * x, (a,), lambda g: (2.0 * g * x,), "pow")
-        if s == 0:  # x^0 = 1: the gradient is 0 everywhere, x = 0 included (not 0 * inf)
-            return make_node(np.ones_like(x), (a,), lambda g: (np.zeros_like(g),), "pow")
-        return make_node(x ** s, (a,), lambda g: (g * s * x ** (s - 1),), "pow")  # d x^s = s x^(s-1)
+        out = x * x if s == 2 else np.ones_like(x) if s == 0 else x ** s  # (x^2 without np.power)
+        return make_node(out, (a,), None, "pow", vjp=partial(_pow_scalar_vjp, s))
     a, b = as_tensor(a), as_tensor(b)
     ad, bd = a.data, b.data
     if ad.size and ad.min() < 0 and np.any(bd != np.round(bd)):
         raise ValueError("pow: a negative base to a non-integer tensor power gives NaN")
-    out = _binary("pow", a, b, np.power)
+    return make_node(_binary("pow", a, b, np.power), (a, b), None, "pow", vjp=_pow_vjp)
 
-    def backward(g):  # d a^b = (b a^(b-1), a^b log a); log a is only needed for b's gradient
-        ga = gb = None
-        with np.errstate(divide="ignore", invalid="ignore"):
-            if a.requires_grad:  # where b = 0 the gradient is 0, also at a = 0 (not 0 * inf)
-                ga = g * np.where(bd == 0, 0, bd * ad ** (bd - 1))
-            if b.requires_grad:  # log 0 = -inf where b < 0 (0^b = inf there: -inf, as torch), else 0
-                gb = g * out * np.where(ad > 0, np.log(np.where(ad > 0, ad, 1)), np.where(bd < 0, -np.inf, 0))
-        return ga, gb
-    return make_node(out, (a, b), backward, "pow")
+
+def _rpow_vjp(s, g, out, x):  # d c^x = c^x log c
+    return (g * out * math.log(s),)
 
 
 def rpow(a, b):
@@ -194,8 +217,7 @@ def rpow(a, b):
         return pow(as_tensor(b), a)
     if s <= 0:
         raise ValueError(f"rpow: the base {s} must be positive for a differentiable number ** Tensor")
-    out = s ** _with_scalar(a, s)
-    return make_node(out, (a,), lambda g: (g * out * math.log(s),), "rpow")  # d c^a = c^a log c
+    return make_node(s ** _with_scalar(a, s), (a,), None, "rpow", vjp=partial(_rpow_vjp, s))
 
 
 # ---- floor division and remainder (x // y, x % y), as torch: floored, the remainder has the divisor's sign ----
@@ -216,7 +238,16 @@ def floor_divide(a, b):
     b = _operand(a, b)
     with np.errstate(divide="ignore", invalid="ignore"):
         out = _binary("floor_divide", a, b, np.floor_divide)
-    return make_node(out, (a, b), lambda g: (np.zeros_like(g), np.zeros_like(g)), "floor_divide")
+    return make_node(out, (a, b), None, "floor_divide", vjp=zero_vjp)
+
+
+@saves("inputs")
+def _remainder_vjp(g, out, a, b, need=(True, True)):  # d(a - b floor(a/b)) = (g, -floor(a/b) g), floor's slope 0
+    if not need[1]:
+        return g, None
+    with np.errstate(divide="ignore", invalid="ignore"):
+        q = np.floor_divide(*promote(value(a), value(b)))  # a constant
+    return g, -g * q
 
 
 def remainder(a, b):
@@ -225,12 +256,7 @@ def remainder(a, b):
     b = _operand(a, b)
     with np.errstate(divide="ignore", invalid="ignore"):
         out = _binary("remainder", a, b, np.remainder)
-
-    def backward(g):  # d(a - b floor(a/b)) = (g, -floor(a/b) g), floor's own slope being 0
-        with np.errstate(divide="ignore", invalid="ignore"):
-            q = _binary("remainder", a, b, np.floor_divide)
-        return g, (-g * q if b.requires_grad else None)
-    return make_node(out, (a, b), backward, "remainder")
+    return make_node(out, (a, b), None, "remainder", vjp=_remainder_vjp)
 
 
 def rfloordiv(a, b):

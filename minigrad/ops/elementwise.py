@@ -1,20 +1,23 @@
 """Elementwise functions: exp, log, sqrt, tanh, sigmoid, relu, gelu ..., clamp, rounding, where, masked_fill, casts.
 
-Each forward, then its backward closure below it with its math in a comment. Rounding functions and sign
-are piecewise constant: their gradient is zero everywhere, as in PyTorch (the output still joins the graph).
+Each op's gradient rule vjp(g, out, x) comes right before its forward, with its math in a comment; it runs
+on arrays and on Tensors (see arithmetic.py). Rounding functions and sign are piecewise constant: their
+gradient is zero everywhere, as in PyTorch (the output still joins the graph).
 """
 import math
+from functools import partial
 
 import numpy as np
 
 from .. import dtypes as _dtypes
-from ..autograd.backward import in_place_backward
+from ..autograd.backward import saves
 from ..dtypes import floating, promote
 from ..fast.blas import const
 from ..tensor import Tensor, make_node
 from ._args import _all_finite, as_tensor
+from . import _dual
 from ._erf import erf as _erf  # exact erf for gelu, vectorised (no SciPy)
-from .shape import nonzero
+from .indexing import nonzero
 
 # the ops of this file: minigrad.ops (and minigrad) export __all__; Tensor gets METHODS as methods
 __all__ = ("exp", "log", "sqrt", "abs", "tanh", "sigmoid", "relu", "softplus", "gelu", "sin", "cos", "log1p",
@@ -26,15 +29,20 @@ METHODS = ("exp", "log", "sqrt", "abs", "tanh", "sigmoid", "relu", "gelu", "sin"
 # ---- elementwise functions ---------------------------------------------------------------------
 
 
-@in_place_backward
+@saves("out", in_place=True)
+def _exp_vjp(g, out, x, owned=False):  # d e^x = e^x; in g's own buffer when the engine owns it
+    return (np.multiply(g, out, out=g) if owned and g.dtype == out.dtype else g * out,)
+
+
 def exp(a):
     """Elementwise e^x; backward: g * e^x."""
     a = as_tensor(a)
-    out = np.exp(floating(a.data))
+    return make_node(np.exp(floating(a.data)), (a,), None, "exp", vjp=_exp_vjp)
 
-    def backward(g, owned=False):  # d e^x = e^x
-        return (np.multiply(g, out, out=g) if owned and g.dtype == out.dtype else g * out,)
-    return make_node(out, (a,), backward, "exp")
+
+@saves("inputs")
+def _log_vjp(g, out, x):  # d log x = 1 / x
+    return (g / x,)
 
 
 def log(a):
@@ -45,7 +53,12 @@ def log(a):
         raise ValueError(f"log: input has negative entries (min {x.min()}), whose log is NaN")
     with np.errstate(divide="ignore"):  # log(0) = -inf, as in NumPy and PyTorch
         out = np.log(x)
-    return make_node(out, (a,), lambda g: (g / x,), "log")  # d log x = 1/x
+    return make_node(out, (a,), None, "log", vjp=_log_vjp)
+
+
+@saves("out")
+def _sqrt_vjp(g, out, x):  # d sqrt x = 1 / (2 sqrt x)
+    return (g * 0.5 / out,)
 
 
 def sqrt(a):
@@ -54,15 +67,24 @@ def sqrt(a):
     x = floating(a.data)
     if x.size and x.min() < 0:
         raise ValueError(f"sqrt: input has negative entries (min {x.min()}), whose sqrt is NaN")
-    out = np.sqrt(x)
-    return make_node(out, (a,), lambda g: (g * 0.5 / out,), "sqrt")  # d sqrt x = 1 / (2 sqrt x)
+    return make_node(np.sqrt(x), (a,), None, "sqrt", vjp=_sqrt_vjp)
+
+
+@saves("inputs")
+def _abs_vjp(g, out, x):  # d |x| = sign(x), subgradient 0 at 0
+    return (g * _dual.sign(x),)
 
 
 def abs(a):
     """Elementwise |x|; backward: g * sign(x) (subgradient 0 at 0)."""
     a = as_tensor(a)
-    x = a.data
-    return make_node(np.abs(x), (a,), lambda g: (g * np.sign(x),), "abs")  # subgradient 0 at 0
+    return make_node(np.abs(a.data), (a,), None, "abs", vjp=_abs_vjp)
+
+
+@saves("out", in_place=True)
+def _tanh_vjp(g, out, x, owned=False):  # d tanh = 1 - tanh^2; in g's own buffer when the engine owns it
+    d = 1 - out * out
+    return (np.multiply(g, d, out=g) if owned and g.dtype == d.dtype else g * d,)
 
 
 def square(a):
@@ -71,17 +93,10 @@ def square(a):
     return a * a
 
 
-@in_place_backward
 def tanh(a):
     """Elementwise tanh; backward: g * (1 - tanh^2)."""
     a = as_tensor(a)
-    out = np.tanh(floating(a.data))
-
-    def backward(g, owned=False):  # d tanh = 1 - tanh^2
-        d = np.multiply(out, out, out=np.empty_like(out))  # out=: an array even for 0-d
-        np.subtract(1, d, out=d)
-        return (np.multiply(g, d, out=g) if owned and g.dtype == d.dtype else np.multiply(g, d, out=d),)
-    return make_node(out, (a,), backward, "tanh")
+    return make_node(np.tanh(floating(a.data)), (a,), None, "tanh", vjp=_tanh_vjp)
 
 
 def _sigmoid(x):
@@ -96,30 +111,34 @@ def _sigmoid(x):
     return out
 
 
-@in_place_backward
+@saves("out", in_place=True)
+def _sigmoid_vjp(g, out, x, owned=False):  # d sigmoid = s (1 - s); in g's own buffer when the engine owns it
+    d = (1 - out) * out
+    return (np.multiply(g, d, out=g) if owned and g.dtype == d.dtype else g * d,)
+
+
 def sigmoid(a):
     """Elementwise logistic 1 / (1 + e^-x), computed stably; backward: g * s (1 - s)."""
     a = as_tensor(a)
-    out = _sigmoid(floating(a.data))
-
-    def backward(g, owned=False):  # d sigmoid = s (1 - s)
-        d = np.subtract(1, out, out=np.empty_like(out))  # out=: an array even for 0-d
-        d *= out
-        return (np.multiply(g, d, out=g) if owned and g.dtype == d.dtype else np.multiply(g, d, out=d),)
-    return make_node(out, (a,), backward, "sigmoid")
+    return make_node(_sigmoid(floating(a.data)), (a,), None, "sigmoid", vjp=_sigmoid_vjp)
 
 
-@in_place_backward
+@saves("inputs", in_place=True)
+def _relu_vjp(zero, g, out, x, owned=False):  # relu'(x) = 1 where x > 0, else 0 (relu'(0) = 0)
+    return (np.multiply(g, x > zero, out=g) if owned else g * (x > zero),)
+
+
 def relu(a):
     """Elementwise max(x, 0); backward: g where x > 0, else 0 (relu'(0) = 0)."""
     a = as_tensor(a)
     x = a.data
     zero = const(0, x.dtype) if x.dtype.kind == "f" else 0  # a 0-d array: cheaper than the number 0 (blas.const)
-    out = np.maximum(x, zero)
+    return make_node(np.maximum(x, zero), (a,), None, "relu", vjp=partial(_relu_vjp, zero))
 
-    def backward(g, owned=False):  # relu'(0) = 0
-        return (np.multiply(g, x > zero, out=g) if owned else g * (x > zero),)
-    return make_node(out, (a,), backward, "relu")
+
+@saves("inputs")
+def _softplus_vjp(g, out, x):  # d softplus = sigmoid
+    return (g * (x.sigmoid() if isinstance(x, Tensor) else _sigmoid(x)),)
 
 
 def softplus(a):
@@ -127,10 +146,30 @@ def softplus(a):
     a = as_tensor(a)
     x = floating(a.data)
     out = np.logaddexp(0, x).astype(x.dtype, copy=False)
-    return make_node(out, (a,), lambda g: (g * _sigmoid(x),), "softplus")  # d softplus = sigmoid
+    return make_node(out, (a,), None, "softplus", vjp=_softplus_vjp)
 
 
 _SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
+
+def _normal_pdf(x, _inv_sqrt_2pi=1 / math.sqrt(2 * math.pi)):
+    return _dual.exp(x * x * -0.5) * _inv_sqrt_2pi
+
+
+def _normal_cdf(x):  # Phi(x) as a node (gelu's slope on Tensors), its rule phi(x)
+    return make_node(0.5 * (1 + _erf(x.data / math.sqrt(2))), (x,), None, "normal_cdf",
+                     vjp=lambda g, out, x: (g * _normal_pdf(x),))
+
+
+def _gelu_vjp(approximate, g, out, x):
+    """gelu's plain rule: g (Phi(x) + x phi(x)), or for the tanh form g (0.5 (1 + t) + 0.5 x (1 - t^2) u'),
+    t = tanh(u); create_graph runs it, backward() the kernel's closure, which reuses the forward's t or Phi."""
+    if approximate == "tanh":
+        k, c = _SQRT_2_OVER_PI, 0.044715
+        t = _dual.tanh(k * (x + c * (x * x * x)))
+        return (g * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * (k * (1 + 3 * c * x * x))),)
+    cdf = _normal_cdf(x) if isinstance(x, Tensor) else 0.5 * (1 + _erf(x / math.sqrt(2)))
+    return (g * (cdf + x * _normal_pdf(x)),)
+
 
 def gelu(a, approximate="none"):
     """GELU as PyTorch: x Phi(x) exactly (approximate='none') or with the tanh formula.
@@ -157,10 +196,16 @@ def gelu(a, approximate="none"):
         raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
     dirty = not _all_finite(x)
 
-    def backward(g):
+    def backward(g):  # the fast form of _gelu_vjp: t or Phi from the forward
         d = g * slope()
         return (np.where(g == 0, np.zeros((), d.dtype), d) if dirty else d,)  # 0 * NaN slope -> 0
-    return make_node(out.astype(x.dtype, copy=False), (a,), backward, "gelu")
+    return make_node(out.astype(x.dtype, copy=False), (a,), backward, "gelu", vjp=partial(_gelu_vjp, approximate))
+
+
+@saves()
+def _where_vjp(c, g, out, a, b, need=(True, True)):  # the gradient flows to whichever side was picked
+    zero = np.zeros((), g.dtype)
+    return (_dual.where(c, g, zero) if need[0] else None, _dual.where(c, zero, g) if need[1] else None)
 
 
 def where(cond, a=None, b=None):
@@ -177,12 +222,7 @@ def where(cond, a=None, b=None):
         raise ValueError(f"where: condition {c.shape}, a {a.shape} and b {b.shape} do not broadcast") from None
     if out.dtype != a.dtype and a.dtype.kind == "f" and b.data.ndim == 0:
         out = out.astype(a.dtype)
-
-    def backward(g):  # the gradient flows to whichever side was picked
-        zero = np.zeros((), g.dtype)
-        return (np.where(c, g, zero) if a.requires_grad else None,
-                np.where(c, zero, g) if b.requires_grad else None)
-    return make_node(out, (a, b), backward, "where")
+    return make_node(out, (a, b), None, "where", vjp=partial(_where_vjp, c))
 
 
 def masked_fill(a, mask, value):
@@ -205,8 +245,27 @@ def masked_fill(a, mask, value):
         raise ValueError(f"masked_fill: mask {m.shape} does not broadcast with input {a.shape}") from None
     if out.shape != a.shape:
         raise ValueError(f"masked_fill: mask {m.shape} would broadcast input {a.shape} to {out.shape}")
-    return make_node(out, (a,), lambda g: (np.where(m, 0, g).astype(g.dtype, copy=False),), "masked_fill")
+    return make_node(out, (a,), None, "masked_fill", vjp=partial(_masked_fill_vjp, m))
 
+
+@saves()
+def _masked_fill_vjp(m, g, out, x):  # the filled places get no gradient
+    return (_dual.where(m, np.zeros((), g.dtype), g),)
+
+
+def astype(a, dtype):
+    """Cast to `dtype` (as ndarray.astype); backward: g cast back to the input's dtype."""
+    a = as_tensor(a)
+    dtype = np.dtype(dtype)
+    return make_node(a.data.astype(dtype), (a,), None, "astype", vjp=_astype_vjp)
+
+
+@saves()
+def _astype_vjp(g, out, x):  # g cast back to the input's dtype
+    return (g.astype(x.dtype),)
+
+
+# ---- PyTorch's further elementwise functions ---------------------------------------------------------
 
 def _broadcast_or_none(*shapes):
     try:
@@ -214,15 +273,6 @@ def _broadcast_or_none(*shapes):
     except ValueError:
         return None
 
-
-def astype(a, dtype):
-    """Cast to `dtype` (as ndarray.astype); backward: g cast back to the input's dtype."""
-    a = as_tensor(a)
-    dtype = np.dtype(dtype)
-    return make_node(a.data.astype(dtype), (a,), lambda g: (g.astype(a.dtype),), "astype")
-
-
-# ---- PyTorch's further elementwise functions ---------------------------------------------------------
 
 def _bound(x, name, a):
     """A clamp bound: None, a number, an array (constants) or a Tensor (which gets its gradient, as in torch)."""
@@ -245,53 +295,68 @@ def clamp(a, min=None, max=None):
     if lo is None and hi is None:
         raise ValueError("clamp: give min, max or both (got neither)")
     x = a.data
-    keep, take_lo = True, False  # where the gradient goes: x, the min, else the max
-    out = x
     try:
-        if lo is not None:
-            out, ld = promote(out, lo.data)
-            keep = x >= ld
-            take_lo = ~keep
-            out = np.maximum(out, ld)
-        if hi is not None:
-            out, hd = promote(out, hi.data)
-            below = x <= hd
-            keep = keep & below
-            if lo is not None:
-                take_lo = take_lo & (lo.data <= hd)
-            out = np.minimum(out, hd)
+        out, _, _ = _clamp(x, None if lo is None else lo.data, None if hi is None else hi.data)
     except ValueError:
         raise ValueError(f"clamp: bounds of shape {() if lo is None else lo.shape} / "
                          f"{() if hi is None else hi.shape} do not broadcast with input {x.shape}") from None
     if out.shape != x.shape:
         raise ValueError(f"clamp: bounds would broadcast input {x.shape} to {out.shape}")
     bounds = tuple(b for b in (lo, hi) if b is not None)
+    return make_node(out, (a,) + bounds, None, "clamp", vjp=partial(_clamp_vjp, lo is not None, hi is not None))
 
-    def backward(g):  # d clamp = 1 inside [min, max] for x, else 1 for the bound taken
-        grads = [g * keep if a.requires_grad else None]
-        if lo is not None:
-            grads.append(g * take_lo if lo.requires_grad else None)
-        if hi is not None:
-            grads.append(g * ~(keep | take_lo) if hi.requires_grad else None)
-        return grads
-    return make_node(out, (a,) + bounds, backward, "clamp")
+
+def _clamp(x, lo, hi):
+    """max(x, lo) then min(., hi) on arrays (either bound None), each in PyTorch's result dtype; -> the
+    result and the bounds as compared."""
+    out = x
+    if lo is not None:
+        out, lo = promote(out, lo)
+        out = np.maximum(out, lo)
+    if hi is not None:
+        out, hi = promote(out, hi)
+        out = np.minimum(out, hi)
+    return out, lo, hi
+
+
+def _clamp_vjp(has_lo, has_hi, g, out, x, *bounds, need=None):  # 1 for x inside [min, max], else for the bound taken
+    xd, bd = _dual.value(x), [_dual.value(b) for b in bounds]
+    _, lo, hi = _clamp(xd, bd[0] if has_lo else None, bd[-1] if has_hi else None)
+    low = ~(xd >= lo) if has_lo else np.zeros((), bool)  # the gradient goes to: the min where it was taken,
+    keep = ~low & (xd <= hi) if has_hi else ~low          # x where it was kept, else the max (constant masks)
+    take_lo = low & (bd[0] <= hi) if has_lo and has_hi else low
+    need = need or (True,) * (1 + len(bounds))
+    grads = [g * keep if need[0] else None]
+    if has_lo:
+        grads.append(g * take_lo if need[1] else None)
+    if has_hi:
+        grads.append(g * ~(keep | take_lo) if need[-1] else None)
+    return grads
 
 
 clip = clamp
 
 
+@saves("inputs")
+def _sin_vjp(g, out, x):  # d sin = cos
+    return (g * _dual.cos(x),)
+
+
 def sin(a):
     """Sine, elementwise."""
     a = as_tensor(a)
-    x = floating(a.data)
-    return make_node(np.sin(x), (a,), lambda g: (g * np.cos(x),), "sin")  # d sin = cos
+    return make_node(np.sin(floating(a.data)), (a,), None, "sin", vjp=_sin_vjp)
+
+
+@saves("inputs")
+def _cos_vjp(g, out, x):  # d cos = -sin
+    return (-g * _dual.sin(x),)
 
 
 def cos(a):
     """Cosine, elementwise."""
     a = as_tensor(a)
-    x = floating(a.data)
-    return make_node(np.cos(x), (a,), lambda g: (-g * np.sin(x),), "cos")  # d cos = -sin
+    return make_node(np.cos(floating(a.data)), (a,), None, "cos", vjp=_cos_vjp)
 
 
 def log1p(a):
@@ -302,20 +367,29 @@ def log1p(a):
         raise ValueError(f"log1p: input has entries below -1 (min {x.min()}), whose log1p is NaN")
     with np.errstate(divide="ignore"):
         out = np.log1p(x)
-    return make_node(out, (a,), lambda g: (g / (1 + x),), "log1p")  # d log(1 + x) = 1 / (1 + x)
+    return make_node(out, (a,), None, "log1p", vjp=_log1p_vjp)
+
+
+@saves("inputs")
+def _log1p_vjp(g, out, x):  # d log(1 + x) = 1 / (1 + x)
+    return (g / (1 + x),)
 
 
 def expm1(a):
     """e^x - 1, accurate for small x."""
     a = as_tensor(a)
-    out = np.expm1(floating(a.data))
-    return make_node(out, (a,), lambda g: (g * (out + 1),), "expm1")  # d (e^x - 1) = e^x
+    return make_node(np.expm1(floating(a.data)), (a,), None, "expm1", vjp=_expm1_vjp)
+
+
+@saves("out")
+def _expm1_vjp(g, out, x):  # d (e^x - 1) = e^x
+    return (g * (out + 1),)
 
 
 def _zero_grad_op(f, op):
     def fn(a):
         a = as_tensor(a)
-        return make_node(f(a.data), (a,), lambda g: (np.zeros_like(g),), op)  # piecewise constant: slope 0
+        return make_node(f(a.data), (a,), None, op, vjp=_dual.zero_vjp)
     fn.__name__ = fn.__qualname__ = op
     fn.__doc__ = f"{op} elementwise; its gradient is zero everywhere (as torch.{op})."
     return fn
@@ -329,7 +403,7 @@ ceil = _zero_grad_op(np.ceil, "ceil")
 def round(a, decimals=0):
     """Round half to even (as torch.round and NumPy); its gradient is zero everywhere."""
     a = as_tensor(a)
-    return make_node(np.round(a.data, decimals), (a,), lambda g: (np.zeros_like(g),), "round")
+    return make_node(np.round(a.data, decimals), (a,), None, "round", vjp=_dual.zero_vjp)
 
 
 def _extremum(op, f, a, b):
@@ -341,12 +415,17 @@ def _extremum(op, f, a, b):
         out = f(ad, bd)
     except ValueError:
         raise ValueError(f"{op}: shapes {a.shape} and {b.shape} do not broadcast") from None
+    return make_node(out, (a, b), None, op, vjp=partial(_extremum_vjp, op))
 
-    def backward(g):  # the gradient goes to the chosen side; ties split it in half (as torch)
-        pick = (ad > bd) if op == "maximum" else (ad < bd)
-        share = np.where(ad == bd, 0.5, pick.astype(g.dtype))
-        return (g * share if a.requires_grad else None, g * (1 - share) if b.requires_grad else None)
-    return make_node(out, (a, b), backward, op)
+
+@saves("inputs")
+def _extremum_vjp(op, g, out, a, b, need=(True, True)):  # to the chosen side; ties split it in half (as torch)
+    ad, bd = _dual.value(a), _dual.value(b)
+    if ad.dtype is not bd.dtype:
+        ad, bd = promote(ad, bd)
+    pick = (ad > bd) if op == "maximum" else (ad < bd)
+    share = np.where(ad == bd, 0.5, pick.astype(g.dtype))  # a constant
+    return (g * share if need[0] else None, g * (1 - share) if need[1] else None)
 
 
 def maximum(a, b):
@@ -362,4 +441,4 @@ def minimum(a, b):
 def clone(a):
     """A copy that stays in the graph, as torch's clone (x.detach().clone() for one that does not)."""
     a = as_tensor(a)
-    return make_node(a.data.copy(), (a,), lambda g: (g,), "clone")  # the identity: g passes through
+    return make_node(a.data.copy(), (a,), None, "clone", vjp=_dual.identity_vjp)  # the identity: g passes through

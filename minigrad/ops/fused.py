@@ -6,18 +6,21 @@ first: each kernel comes right after `<name>_reference`, the same function compo
 lines, its gradient from theirs); tests/test_fused_reference.py holds each pair equal, values and gradients.
 """
 import math
+from functools import partial
 
 import numpy as np
 
-from ..autograd.backward import in_place_backward
+from ..autograd.backward import saves
 from ..dtypes import floating
 from ..fast.blas import arange, colsum, const, rowdot, rowmax, rowsum
 from ..tensor import Tensor, make_node
-from ._args import _all_finite, _axis, _norm_axes, as_tensor
+from ._args import _all_finite, _axis, _norm_axes, as_tensor, class_rows, from_rows
+from ._dual import exp as _exp, rowdot as _rowdot, rowsum as _rowsum
 from .elementwise import _sigmoid, sigmoid, tanh
 from .linalg import matmul
 from .reduce import _lse, logsumexp, mean
-from .shape import getitem, transpose
+from .indexing import getitem
+from .shape import transpose
 
 # the ops of this file: minigrad.ops (and minigrad) export __all__; Tensor gets METHODS as methods
 __all__ = ("softmax", "log_softmax", "linear", "cross_entropy", "layer_norm", "gru_cell")
@@ -43,7 +46,16 @@ def softmax_reference(x, axis=-1):
     return e / e.sum(axis, keepdims=True)
 
 
-@in_place_backward
+@saves("out", in_place=True)
+def _softmax_vjp(axis, g, out, x, owned=False):  # d softmax: y (g - sum(g y)); in g's own buffer when it may
+    s = _rowdot(g, out) if axis is not None and axis == out.ndim - 1 else (g * out).sum(axis=axis, keepdims=True)
+    if owned and g.dtype == out.dtype:
+        np.subtract(g, s, out=g)
+        g *= out
+        return (g,)
+    return ((g - s) * out,)
+
+
 def softmax(a, axis=None, dim=None):
     """Stable softmax along one axis; the fused form of softmax_reference (one node, short backward)."""
     a = as_tensor(a)
@@ -54,18 +66,18 @@ def softmax(a, axis=None, dim=None):
     out = np.subtract(x, m, out=np.empty_like(x))  # an array even for 0-d
     np.exp(out, out=out)
     out /= rowsum(out) if last else out.sum(axis=axis, keepdims=True)  # in place: one (..., N) buffer
-
-    def backward(g, owned=False):  # d softmax: y * (g - sum(g * y)); in g's own buffer when it may
-        s = rowdot(g, out) if last else (g * out).sum(axis=axis, keepdims=True)
-        gy = np.subtract(g, s, out=g) if owned and g.dtype == out.dtype else g - s
-        gy *= out
-        return (gy,)
-    return make_node(out, (a,), backward, "softmax")
+    return make_node(out, (a,), None, "softmax", vjp=partial(_softmax_vjp, axis))
 
 
 def log_softmax_reference(x, axis=-1):
     """The plain form of log_softmax: x - logsumexp(x)."""
     return x - logsumexp(x, axis, keepdims=True)
+
+
+@saves("out")
+def _log_softmax_vjp(axis, g, out, x):  # d log_softmax: g - softmax * sum(g)
+    last = axis is not None and axis == out.ndim - 1
+    return (g - _exp(out) * (_rowsum(g) if last else g.sum(axis=axis, keepdims=True)),)
 
 
 def log_softmax(a, axis=None, dim=None):
@@ -74,17 +86,7 @@ def log_softmax(a, axis=None, dim=None):
     a = as_tensor(a)
     x = floating(a.data)
     axis = _one_axis("log_softmax", axis, dim, x)
-    out = x - _lse(x, axis)
-
-    last = axis is not None and axis == x.ndim - 1
-
-    def backward(g):  # d log_softmax: g - softmax * sum(g)
-        gx = np.exp(out)
-        if type(gx) is not np.ndarray:  # a 0-d input: exp gave a NumPy scalar, which out= below refuses
-            gx = np.array(gx)
-        gx *= rowsum(g) if last else g.sum(axis=axis, keepdims=True)
-        return (np.subtract(g, gx, out=gx),)
-    return make_node(out, (a,), backward, "log_softmax")
+    return make_node(x - _lse(x, axis), (a,), None, "log_softmax", vjp=partial(_log_softmax_vjp, axis))
 
 
 # ---- linear and einsum ----------------------------------------------------------------------------
@@ -148,7 +150,7 @@ def linear(x, weight, bias=None):
             return gx, gw
         return gx, gw, (colsum(g2) if bias.requires_grad else None)
     parents = (x, weight) if bias is None else (x, weight, bias)
-    return make_node(out, parents, backward, "linear")
+    return make_node(out, parents, backward, "linear", reference=linear_reference)
 
 
 # ---- fused losses and normalisation ------------------------------------------------------------
@@ -177,9 +179,7 @@ def cross_entropy(logits, target, ignore_index=-100, label_smoothing=0.0, reduct
             raise ValueError(f"cross_entropy: logits {x.shape} need target of shape "
                              f"{(x.shape[:1] + x.shape[2:]) if x.ndim > 1 else ()}, got {t.shape}")
         C = x.shape[0] if x.ndim == 1 else x.shape[1]
-        # work on (M, C) rows: classes last
-        xr = x.reshape(1, C) if x.ndim == 1 else np.moveaxis(x, 1, -1).reshape(-1, C)
-        tr = t.reshape(-1)
+        xr, tr = class_rows(x), t.reshape(-1)  # work on (M, C) rows: classes last
     if reduction not in ("mean", "sum", "none"):
         raise ValueError(f"cross_entropy: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
     if not 0.0 <= label_smoothing <= 1.0:
@@ -226,12 +226,28 @@ def cross_entropy(logits, target, ignore_index=-100, label_smoothing=0.0, reduct
         else:  # the 0-d upstream gradient over the count, as one 0-d constant (the same each training step)
             scale = const(g.item() / (count or 1) if reduction == "mean" else g.item(), d.dtype)
         d *= scale if all_valid else scale * valid[:, None]
-        if x.ndim == 2:
-            return (d,)
-        if x.ndim == 1:
-            return (d.reshape(C),)
-        return (np.moveaxis(d.reshape(x.shape[:1] + x.shape[2:] + (C,)), -1, 1),)
-    return make_node(out, (logits,), backward, "cross_entropy")  # out keeps the logits' dtype (weak scalars)
+        return (from_rows(d, x.shape),)
+    # out keeps the logits' dtype (weak scalars)
+    return make_node(out, (logits,), backward, "cross_entropy",
+                     vjp=partial(_cross_entropy_vjp, t, ignore_index, label_smoothing, reduction))
+
+
+def _cross_entropy_vjp(t, ignore_index, eps, reduction, g, out, logits):
+    """cross_entropy's plain rule: softmax - (1 - eps) onehot - eps / C on each row whose target is not ignored,
+    times g (over their count for 'mean'). create_graph runs it; backward() runs the kernel's closure, which
+    reuses the forward's exponentials (tests/test_fused_reference.py holds the two equal)."""
+    rows, tr = class_rows(logits), t.reshape(-1)
+    C, valid = rows.shape[1], (t.reshape(-1) != ignore_index)
+    target = np.zeros(rows.shape, rows.dtype)
+    target[np.arange(len(tr))[valid], tr[valid]] = 1 - eps
+    target += eps / C
+    p = softmax(rows, axis=-1) if isinstance(rows, Tensor) else softmax(Tensor(rows), axis=-1).data
+    d = (p - target) * valid[:, None].astype(rows.dtype)
+    if reduction == "none":
+        d = d * g.reshape(-1, 1)
+    else:
+        d = d * (g / max(int(valid.sum()), 1) if reduction == "mean" else g)
+    return (from_rows(d, logits.shape),)
 
 
 def layer_norm_reference(x, normalized_shape, weight=None, bias=None, eps=1e-5):
@@ -307,7 +323,15 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
             out_grads.append(colsum(g, lead) if bias.requires_grad else None)
         return out_grads
     parents = (x,) + tuple(p for p in (weight, bias) if p is not None)
-    return make_node(out, parents, backward, "layer_norm")
+    return make_node(out, parents, backward, "layer_norm",
+                     reference=partial(_layer_norm_plain, normalized_shape, eps, weight is not None))
+
+
+def _layer_norm_plain(normalized_shape, eps, has_weight, x, *weight_bias):
+    """layer_norm_reference on layer_norm's node inputs: x, then its weight and bias where it has them."""
+    weight = weight_bias[0] if has_weight else None
+    bias = weight_bias[-1] if len(weight_bias) > has_weight else None
+    return layer_norm_reference(x, normalized_shape, weight, bias, eps)
 
 
 def _safe_rstd(xc, var, rstd, axes, eps):
@@ -333,6 +357,18 @@ def gru_cell_reference(x, h, weight_ih, weight_hh, bias_ih=None, bias_hh=None):
     z = sigmoid(gi[..., H:2 * H] + gh[..., H:2 * H])
     n = tanh(gi[..., 2 * H:] + r * gh[..., 2 * H:])
     return (1 - z) * n + z * h
+
+
+def lstm_cell_reference(x, h, c, weight_ih, weight_hh, bias_ih=None, bias_hh=None):
+    """One LSTM step as torch.nn.LSTMCell (gates i, f, g, o stacked in that order), composed of ops:
+    i, f, o = sigmoid(.), g = tanh(.) of W_i* x + W_h* h (each with its bias); c' = f c + i g, h' = o tanh(c').
+    -> (h', c'). nn.LSTMCell runs it; lstm_sequence is its fused form over a whole sequence."""
+    H = h.shape[-1]
+    gates = linear(x, weight_ih, bias_ih) + linear(h, weight_hh, bias_hh)
+    i, f = sigmoid(gates[..., :H]), sigmoid(gates[..., H:2 * H])
+    g, o = tanh(gates[..., 2 * H:3 * H]), sigmoid(gates[..., 3 * H:])
+    c = f * c + i * g
+    return o * tanh(c), c
 
 
 def gru_cell(x, h, weight_ih, weight_hh, bias_ih=None, bias_hh=None):
@@ -388,4 +424,12 @@ def gru_cell(x, h, weight_ih, weight_hh, bias_ih=None, bias_hh=None):
         if bias_hh is not None:
             grads.append(dgh.sum(axis=0))
         return grads
-    return make_node(out.reshape(lead + (H,)), (x, h, weight_ih, weight_hh, *biases), backward, "gru_cell")
+    return make_node(out.reshape(lead + (H,)), (x, h, weight_ih, weight_hh, *biases), backward, "gru_cell",
+                     reference=partial(_gru_cell_plain, bias_ih is not None))
+
+
+def _gru_cell_plain(has_ih, x, h, weight_ih, weight_hh, *biases):
+    """gru_cell_reference on gru_cell's node inputs (the biases it has follow the weights)."""
+    bias_ih = biases[0] if has_ih else None
+    bias_hh = biases[-1] if len(biases) > has_ih else None
+    return gru_cell_reference(x, h, weight_ih, weight_hh, bias_ih, bias_hh)

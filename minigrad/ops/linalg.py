@@ -1,8 +1,13 @@
-"""Linear algebra: matmul, einsum, outer, tril and triu. Forward, then its backward below it."""
+"""Linear algebra: matmul, einsum, outer, tril and triu. Each op's rule comes right before its forward and runs on
+arrays and on Tensors (see arithmetic.py)."""
+from functools import partial
+
 import numpy as np
 
-from ..tensor import make_node
+from ..autograd.backward import saves
 from ..dtypes import promote
+from ..tensor import Tensor, make_node
+from . import _dual
 from ._args import as_tensor
 
 # the ops of this file: minigrad.ops (and minigrad) export __all__; Tensor gets METHODS as methods
@@ -16,6 +21,31 @@ def _mm(x, y):
     """x @ y for stacks of matrices; a contraction over one element is a broadcast product, which
     NumPy's matmul does slowly (e.g. (B, S, 1) @ (B, 1, D) in the backward of one decoder query)."""
     return x * y if x.shape[-1] == 1 else x @ y
+
+
+@saves("inputs")
+def _matmul_vjp(g, out, a, b, need=(True, True)):  # d(A B) = (g B^T, A^T g), vectors promoted to matrices and back
+    if a.ndim == 2 and b.ndim == 2:  # two matrices (x @ W, say): the shortest path
+        return (_mm(g, b.T) if need[0] else None), (_mm(a.T, g) if need[1] else None)
+    a2 = a[None, :] if a.ndim == 1 else a
+    b2 = b[:, None] if b.ndim == 1 else b
+    if b.ndim == 1:  # first: a 0-d g (vector @ vector) needs the last axis before it has a -2
+        g = g[..., None]
+    if a.ndim == 1:
+        g = g[..., None, :]
+    ga = gb = None
+    if need[0]:
+        ga = _mm(g, b2.swapaxes(-1, -2))
+        if a.ndim == 1:
+            ga = ga[..., 0, :]
+    if need[1]:
+        if b2.ndim == 2 and g.ndim > 2:  # a shared weight: one big product instead of a batch of them, summed
+            gb = a2.reshape(-1, a2.shape[-1]).T @ g.reshape(-1, g.shape[-1])
+        else:
+            gb = _mm(a2.swapaxes(-1, -2), g)
+        if b.ndim == 1:
+            gb = gb[..., 0]
+    return ga, gb
 
 
 def matmul(a, b):
@@ -33,39 +63,7 @@ def matmul(a, b):
             raise ValueError(f"matmul: {ad.shape} @ {bd.shape}: inner dimensions {ad.shape[-1]} and "
                              f"{bd.shape[-2 if bd.ndim > 1 else 0]} differ") from None
         raise ValueError(f"matmul: {ad.shape} @ {bd.shape}: batch dimensions do not broadcast") from None
-
-    def backward(g):  # d(A B) = (g B^T, A^T g), with vectors promoted to matrices and back
-        if ad.ndim == 2 and bd.ndim == 2:  # two matrices (x @ W, say): the shortest path
-            return (_mm(g, bd.T) if a.requires_grad else None, _mm(ad.T, g) if b.requires_grad else None)
-        if ad.ndim > 1 and bd.ndim > 1:  # stacks of matrices: no promotions
-            ga = _mm(g, bd.swapaxes(-1, -2)) if a.requires_grad else None
-            gb = None
-            if b.requires_grad:
-                if bd.ndim == 2 and g.ndim > 2:  # shared weight: one big product instead of a batch + sum
-                    gb = ad.reshape(-1, ad.shape[-1]).T @ g.reshape(-1, g.shape[-1])
-                else:
-                    gb = _mm(ad.swapaxes(-1, -2), g)
-            return ga, gb
-        a2 = ad[None, :] if ad.ndim == 1 else ad
-        b2 = bd[:, None] if bd.ndim == 1 else bd
-        if bd.ndim == 1:  # first: a 0-d g (vector @ vector) needs the last axis before it has a -2
-            g = np.expand_dims(g, -1)
-        if ad.ndim == 1:
-            g = np.expand_dims(g, -2)
-        ga = gb = None
-        if a.requires_grad:
-            ga = _mm(g, np.swapaxes(b2, -1, -2))
-            if ad.ndim == 1:
-                ga = ga[..., 0, :]
-        if b.requires_grad:
-            if b2.ndim == 2 and g.ndim > 2:  # shared weight: one big product instead of a batch + sum
-                gb = a2.reshape(-1, a2.shape[-1]).T @ g.reshape(-1, g.shape[-1])
-            else:
-                gb = _mm(np.swapaxes(a2, -1, -2), g)
-            if bd.ndim == 1:
-                gb = gb[..., 0]
-        return ga, gb
-    return make_node(out, (a, b), backward, "matmul")
+    return make_node(out, (a, b), None, "matmul", vjp=_matmul_vjp)
 
 
 def _einsum_parse(subscripts, shapes):
@@ -116,6 +114,33 @@ def _einsum_diagonal(t, s, subscripts):
     return t[tuple(np.arange(sizes[c]).reshape([-1 if d == c else 1 for d in u]) for c in s)], u
 
 
+@saves("inputs")
+def _einsum_vjp(ins, out_sub, g, out, *xs, need=None):  # d/dX_i: contract g with every other operand onto X_i's indices
+    tensors = isinstance(g, Tensor)
+    grads = []
+    for i, x in enumerate(xs):
+        if need is not None and not need[i]:
+            grads.append(None)
+            continue
+        others = ins[:i] + ins[i + 1:]
+        seen = set(out_sub).union(*others)
+        kept = "".join(c for c in ins[i] if c in seen)  # indices summed within X_i alone: broadcast
+        spec = ",".join([out_sub] + others) + "->" + kept
+        rest = xs[:i] + xs[i + 1:]
+        gi = einsum(spec, g, *rest) if tensors else np.einsum(spec, g, *rest, optimize=len(others) > 1)
+        if kept != ins[i]:
+            # indices of X_i alone come back at X_i's size; the others keep gi's (perhaps broadcast) size,
+            # which the engine sums back to X_i's shape
+            gi = gi.reshape(tuple(gi.shape[kept.index(c)] if c in seen else 1 for c in ins[i]))
+            gi = _dual.expand(gi, tuple(gi.shape[k] if c in seen else x.shape[k] for k, c in enumerate(ins[i])))
+        if gi.shape != x.shape:
+            # a label of size n here but 1 in every other operand (NumPy broadcasts it) comes back at
+            # size 1: repeat it; a label of size 1 here but n elsewhere comes back at n: the engine sums
+            gi = _dual.expand(gi, np.broadcast_shapes(gi.shape, x.shape))
+        grads.append(gi)
+    return grads
+
+
 def einsum(subscripts, *operands):
     """np.einsum with gradients: each operand's gradient is another einsum of g with the others."""
     ts = [as_tensor(o) for o in operands]
@@ -129,31 +154,7 @@ def einsum(subscripts, *operands):
         out = np.einsum(spec, *arrays, optimize=len(arrays) > 2)
     except ValueError as e:
         raise ValueError(f"einsum '{subscripts}' on shapes {[x.shape for x in arrays]}: {e}") from None
-
-    def backward(g):  # d/dX_i: contract g with every other operand onto X_i's indices
-        grads = []
-        for i, t in enumerate(ts):
-            if not t.requires_grad:
-                grads.append(None)
-                continue
-            others = ins[:i] + ins[i + 1:]
-            seen = set(out_sub).union(*others)
-            kept = "".join(c for c in ins[i] if c in seen)  # indices summed within X_i alone: broadcast
-            gi = np.einsum(",".join([out_sub] + others) + "->" + kept, g, *(arrays[:i] + arrays[i + 1:]),
-                           optimize=len(others) > 1)
-            if kept != ins[i]:
-                # indices of X_i alone come back at X_i's size; the others keep gi's (perhaps broadcast)
-                # size, which the engine sums back to X_i's shape
-                gi = np.expand_dims(gi, [ins[i].index(c) for c in ins[i] if c not in seen])
-                gi = np.broadcast_to(gi, [gi.shape[k] if c in seen else arrays[i].shape[k]
-                                          for k, c in enumerate(ins[i])])
-            if gi.shape != arrays[i].shape:
-                # a label of size n here but 1 in every other operand (NumPy broadcasts it) comes back at
-                # size 1: repeat it; a label of size 1 here but n elsewhere comes back at n: the engine sums
-                gi = np.broadcast_to(gi, np.broadcast_shapes(gi.shape, arrays[i].shape))
-            grads.append(gi)
-        return grads
-    return make_node(out, tuple(ts), backward, "einsum")
+    return make_node(out, tuple(ts), None, "einsum", vjp=partial(_einsum_vjp, ins, out_sub))
 
 
 def _tri(op, f, a, diagonal):
@@ -161,8 +162,12 @@ def _tri(op, f, a, diagonal):
     if a.ndim < 2:
         raise ValueError(f"{op}: input must have at least 2 dims (..., rows, cols), got shape {a.shape}")
     keep = f(np.ones(a.shape[-2:], bool), diagonal)
-    return make_node(np.where(keep, a.data, 0).astype(a.dtype, copy=False), (a,),
-                     lambda g: (g * keep,), op)  # the gradient keeps the same triangle
+    return make_node(np.where(keep, a.data, 0).astype(a.dtype, copy=False), (a,), None, op, vjp=partial(_tri_vjp, keep))
+
+
+@saves()
+def _tri_vjp(keep, g, out, x):  # the gradient keeps the same triangle
+    return (g * keep,)
 
 
 def tril(a, diagonal=0):

@@ -9,12 +9,19 @@ Padding by lengths replaces torch's packed sequences: with lengths[b] = L, steps
 output zeros and leave its state alone, so the final state is the state after step L - 1 (after step 0
 for the reverse direction, which starts at step L - 1) - what pack_padded_sequence gives in torch.
 Gate orders (GRU r, z, n; LSTM i, f, g, o) follow torch, so the weights of nn.GRU / nn.LSTM cross both ways.
+Read the plain forms first: gru_sequence_reference and lstm_sequence_reference run fused.gru_cell_reference and
+fused.lstm_cell_reference step by step; each kernel equals its reference (tests/test_fused_reference.py), and
+create_graph differentiates the reference.
 """
+from functools import partial
+
 import numpy as np
 
 from ..tensor import Tensor, make_node
 from ._args import as_tensor
-from .elementwise import _sigmoid
+from .elementwise import _sigmoid, where
+from .fused import gru_cell_reference, lstm_cell_reference
+from .shape import concat, stack
 
 # the ops of this file: minigrad.ops (and minigrad) export __all__; Tensor gets METHODS as methods
 __all__ = ("gru_sequence", "lstm_sequence")
@@ -81,7 +88,54 @@ def _weight_grads(dgi, dgh, xd, hprev, w_ih, w_hh, b_ih, b_hh):
     return grads
 
 
-def _gru_node(x, h0, w_ih, w_hh, b_ih, b_hh, mask, reverse):
+def _run_reference(cell, x, states, lengths, reverse):
+    """A recurrent layer in ops: cell(x_t, *states) -> new states (the output is the first) at each step, in
+    time order or reversed; past its length a sequence outputs 0 and keeps its states. -> (outputs (T, B, H),
+    final states)."""
+    T = x.shape[0]
+    mask = _lengths_mask(lengths, T, x.shape[1], "recurrent reference")
+    zero = np.zeros((), x.dtype)
+    xs = x if mask is None else where(mask, x, zero)  # padded steps read zeros
+    outs = [None] * T
+    for t in (range(T - 1, -1, -1) if reverse else range(T)):
+        new = cell(xs[t], *states)
+        states = new if mask is None else tuple(where(mask[t], n, s) for n, s in zip(new, states))
+        outs[t] = new[0] if mask is None else where(mask[t], new[0], zero)
+    return (stack(outs) if T else Tensor(np.zeros((0,) + states[0].shape, x.dtype))), states
+
+
+def gru_sequence_reference(x, h0, weight_ih, weight_hh, bias_ih=None, bias_hh=None, lengths=None, reverse=False):
+    """The plain form of gru_sequence: fused.gru_cell_reference at each step. -> (output (T, B, H), h_n)."""
+    def cell(xt, h):
+        return (gru_cell_reference(xt, h, weight_ih, weight_hh, bias_ih, bias_hh),)
+    out, (h,) = _run_reference(cell, as_tensor(x), (as_tensor(h0),), lengths, reverse)
+    return out, h
+
+
+def lstm_sequence_reference(x, state, weight_ih, weight_hh, bias_ih=None, bias_hh=None, lengths=None, reverse=False):
+    """The plain form of lstm_sequence: fused.lstm_cell_reference at each step. -> (output, (h_n, c_n))."""
+    def cell(xt, h, c):
+        return lstm_cell_reference(xt, h, c, weight_ih, weight_hh, bias_ih, bias_hh)
+    out, (h, c) = _run_reference(cell, as_tensor(x), tuple(as_tensor(s) for s in state), lengths, reverse)
+    return out, (h, c)
+
+
+def _sequence_plain(kind, lengths, reverse, has_ih, x, *rest):
+    """The reference on a sequence node's inputs (x, the states, the weights, the biases it has), laid out as
+    the node's output: the T outputs, then the final state(s)."""
+    n = 1 if kind == "gru" else 2
+    states, (w_ih, w_hh), biases = rest[:n], rest[n:n + 2], rest[n + 2:]
+    b_ih = biases[0] if has_ih else None
+    b_hh = biases[-1] if len(biases) > has_ih else None
+    if kind == "gru":
+        out, h = gru_sequence_reference(x, states[0], w_ih, w_hh, b_ih, b_hh, lengths, reverse)
+        finals = (h,)
+    else:
+        out, finals = lstm_sequence_reference(x, states, w_ih, w_hh, b_ih, b_hh, lengths, reverse)
+    return concat([out] + [f.reshape((1,) + f.shape) for f in finals])
+
+
+def _gru_node(x, h0, w_ih, w_hh, b_ih, b_hh, mask, reverse, lengths):
     """One node: (T + 1, B, H) = the T outputs, then the final state."""
     T, B, I, H = _check_seq("gru_sequence", x, (h0,), w_ih, w_hh, [b for b in (b_ih, b_hh) if b is not None], 3)
     xd, gi = _project(x.data, w_ih, b_ih, mask)
@@ -127,10 +181,11 @@ def _gru_node(x, h0, w_ih, w_hh, b_ih, b_hh, mask, reverse):
         dx = (dgi.reshape(T * B, 3 * H) @ w_ih.data).reshape(T, B, I) if x.requires_grad else None
         return [dx, dh, *_weight_grads(dgi, dgh, xd, hprev, w_ih, w_hh, b_ih, b_hh)]
     parents = (x, h0, w_ih, w_hh) + tuple(b for b in (b_ih, b_hh) if b is not None)
-    return make_node(out, parents, backward, "gru_sequence")
+    return make_node(out, parents, backward, "gru_sequence",
+                     reference=partial(_sequence_plain, "gru", lengths, reverse, b_ih is not None))
 
 
-def _lstm_node(x, h0, c0, w_ih, w_hh, b_ih, b_hh, mask, reverse):
+def _lstm_node(x, h0, c0, w_ih, w_hh, b_ih, b_hh, mask, reverse, lengths):
     """One node: (T + 2, B, H) = the T outputs, then the final h, then the final c."""
     T, B, I, H = _check_seq("lstm_sequence", x, (h0, c0), w_ih, w_hh,
                             [b for b in (b_ih, b_hh) if b is not None], 4)
@@ -185,7 +240,8 @@ def _lstm_node(x, h0, c0, w_ih, w_hh, b_ih, b_hh, mask, reverse):
         dx = (dgates.reshape(T * B, 4 * H) @ w_ih.data).reshape(T, B, I) if x.requires_grad else None
         return [dx, dh, dc, *_weight_grads(dgates, dgates, xd, hprev, w_ih, w_hh, b_ih, b_hh)]
     parents = (x, h0, c0, w_ih, w_hh) + tuple(b for b in (b_ih, b_hh) if b is not None)
-    return make_node(out, parents, backward, "lstm_sequence")
+    return make_node(out, parents, backward, "lstm_sequence",
+                     reference=partial(_sequence_plain, "lstm", lengths, reverse, b_ih is not None))
 
 
 def _zero_state(x, H, who):
@@ -204,7 +260,7 @@ def gru_sequence(x, h0, weight_ih, weight_hh, bias_ih=None, bias_hh=None, length
     h0 = _zero_state(x, weight_hh.shape[-1], "gru_sequence") if h0 is None else as_tensor(h0)
     mask = _lengths_mask(lengths, x.shape[0], x.shape[1], "gru_sequence") if x.ndim == 3 else None
     out = _gru_node(x, h0, weight_ih, weight_hh, None if bias_ih is None else as_tensor(bias_ih),
-                    None if bias_hh is None else as_tensor(bias_hh), mask, reverse)
+                    None if bias_hh is None else as_tensor(bias_hh), mask, reverse, lengths)
     T = x.shape[0]
     return out[:T], out[T]
 
@@ -221,6 +277,6 @@ def lstm_sequence(x, state, weight_ih, weight_hh, bias_ih=None, bias_hh=None, le
     c0 = _zero_state(x, H, "lstm_sequence") if c0 is None else as_tensor(c0)
     mask = _lengths_mask(lengths, x.shape[0], x.shape[1], "lstm_sequence") if x.ndim == 3 else None
     out = _lstm_node(x, h0, c0, weight_ih, weight_hh, None if bias_ih is None else as_tensor(bias_ih),
-                     None if bias_hh is None else as_tensor(bias_hh), mask, reverse)
+                     None if bias_hh is None else as_tensor(bias_hh), mask, reverse, lengths)
     T = x.shape[0]
     return out[:T], (out[T], out[T + 1])

@@ -1,17 +1,23 @@
 """Reductions: sum, mean, var, std, max, min, logsumexp, argmax, prod, norm, cumsum. Forward, then backward.
 
-A reduction's backward spreads the upstream gradient back over the reduced axes (_expand_back).
+A reduction's rule spreads the upstream gradient back over the reduced axes (_expand_back); each rule comes
+right before its forward and runs on arrays and on Tensors (see arithmetic.py).
 """
 import math
 from collections import namedtuple
+from functools import partial
 
 import numpy as np
 
+from ..autograd.backward import saves
 from ..dtypes import floating
 from ..fast.blas import rowmax, rowsum
 from ..tensor import Tensor, make_node
 from ._args import _axis, _check_axis, _norm_axes, _reduce_axis, as_tensor, data_of
-from .shape import gather, reshape
+from . import _dual
+from .elementwise import where
+from .indexing import gather
+from .shape import reshape, stack
 
 # the ops of this file: minigrad.ops (and minigrad) export __all__; Tensor gets METHODS as methods
 __all__ = ("sum", "mean", "var", "std", "max", "min", "amax", "amin", "logsumexp", "argmax", "argmin", "prod",
@@ -22,20 +28,37 @@ METHODS = ("sum", "mean", "var", "std", "max", "min", "amax", "amin", "logsumexp
 # ---- reductions --------------------------------------------------------------------------------
 
 
+def _keep(g, axes, keepdims):
+    """A reduced array or Tensor with its reduced axes back as size 1 (the keepdims=True shape)."""
+    if keepdims or not axes:
+        return g
+    shape = list(g.shape)
+    for i in sorted(axes):
+        shape.insert(i, 1)
+    return g.reshape(shape)
+
+
 def _expand_back(g, shape, axes, keepdims):
-    """Broadcast a reduced gradient back to the input's shape (a read-only view)."""
-    if not keepdims and axes:
-        g = np.expand_dims(g, axes)
-    return np.broadcast_to(g, shape)
+    """Broadcast a reduced gradient back to the input's shape (for an array, a read-only view)."""
+    return _dual.expand(_keep(g, axes, keepdims), shape)
+
+
+@saves()
+def _sum_vjp(axes, keepdims, g, out, x):  # g copied to every summand
+    return (_expand_back(g, x.shape, axes, keepdims),)
 
 
 def sum(a, axis=None, keepdims=False, dim=None):
     """Sum over axis (or dim; all axes if none), as torch.sum; backward: g broadcast back to every summand."""
     a = as_tensor(a)
     axes = _norm_axes(_reduce_axis(axis, dim), a.shape, "sum")
-    shape = a.shape
-    return make_node(a.data.sum(axis=axes, keepdims=keepdims), (a,),
-                     lambda g: (_expand_back(g, shape, axes, keepdims),), "sum")  # g copied to every summand
+    return make_node(a.data.sum(axis=axes, keepdims=keepdims), (a,), None, "sum",
+                     vjp=partial(_sum_vjp, axes, keepdims))
+
+
+@saves()
+def _mean_vjp(axes, keepdims, n, g, out, x):  # g / n to every entry
+    return (_expand_back(g / n, x.shape, axes, keepdims),)
 
 
 def mean(a, axis=None, keepdims=False, dim=None):
@@ -48,8 +71,13 @@ def mean(a, axis=None, keepdims=False, dim=None):
         n *= shape[i]
     if n == 0:
         raise ValueError(f"mean: cannot average over an empty axis of shape {shape}")
-    return make_node(floating(a.data).mean(axis=axes, keepdims=keepdims), (a,),
-                     lambda g: (_expand_back(g / n, shape, axes, keepdims),), "mean")  # g / n each
+    return make_node(floating(a.data).mean(axis=axes, keepdims=keepdims), (a,), None, "mean",
+                     vjp=partial(_mean_vjp, axes, keepdims, n))
+
+
+@saves("inputs")
+def _var_vjp(axes, keepdims, dof, g, out, x):  # d var = 2 (x - mean) / (n - c)
+    return (_expand_back(g, x.shape, axes, keepdims) * (x - x.mean(axis=axes, keepdims=True)) * (2.0 / dof),)
 
 
 def var(a, axis=None, keepdims=False, dim=None, correction=1):
@@ -58,8 +86,7 @@ def var(a, axis=None, keepdims=False, dim=None, correction=1):
     a = as_tensor(a)
     axes, x, xc, dof = _spread("var", a, axis, dim, correction)
     out = (xc * xc).sum(axis=axes, keepdims=keepdims) / dof
-    return make_node(out, (a,), lambda g: (
-        _expand_back(g, x.shape, axes, keepdims) * xc * (2.0 / dof),), "var")  # 2 (x - m) / (n - c)
+    return make_node(out, (a,), None, "var", vjp=partial(_var_vjp, axes, keepdims, dof))
 
 
 def _spread(op, a, axis, dim, correction):
@@ -82,16 +109,19 @@ def _extreme(op, reduce, a, axis, keepdims, dim):
         raise ValueError(f"{op}: cannot reduce over an empty axis "
                          f"(shape {x.shape}, axis {axis if dim is None else dim})")
     out = reduce(x, axis=axes, keepdims=True)
-
-    def backward(g):  # ties share the gradient equally (as torch.amax), so the sum of gradients is exact
-        hit = x == out
-        nan = np.isnan(out)
-        if nan.any():  # a NaN result: its gradient goes to the NaN entries (as torch.max()), not NaN to all
-            hit |= nan & np.isnan(x)
-        share = hit / hit.sum(axis=axes, keepdims=True)
-        return (_expand_back(g, x.shape, axes, keepdims) * share,)
     return make_node(out if keepdims else out.reshape([n for i, n in enumerate(x.shape) if i not in axes]),
-                     (a,), backward, op)
+                     (a,), None, op, vjp=partial(_extreme_vjp, axes, keepdims))
+
+
+@saves("out", "inputs")
+def _extreme_vjp(axes, keepdims, g, out, x):  # ties share the gradient equally (as torch.amax): the sum is exact
+    xd, od = _dual.value(x), _keep(_dual.value(out), axes, keepdims)
+    hit = xd == od
+    nan = np.isnan(od)
+    if nan.any():  # a NaN result: its gradient goes to the NaN entries (as torch.max()), not NaN to all
+        hit |= nan & np.isnan(xd)
+    share = hit / hit.sum(axis=axes, keepdims=True)  # a constant
+    return (_expand_back(g, xd.shape, axes, keepdims) * share,)
 
 
 # max(dim) / min(dim) return (values, indices) as torch.max(x, dim) does
@@ -197,10 +227,13 @@ def logsumexp(a, axis=None, keepdims=False, dim=None):
     axes = _norm_axes(_reduce_axis(axis, dim), a.shape, "logsumexp")
     x = floating(a.data)
     out = _lse(x, axes)
+    return make_node(out if keepdims else np.squeeze(out, axes), (a,), None, "logsumexp",
+                     vjp=partial(_logsumexp_vjp, axes, keepdims))
 
-    def backward(g):  # d lse = softmax(x)
-        return (_expand_back(g, x.shape, axes, keepdims) * np.exp(x - out),)
-    return make_node(out if keepdims else np.squeeze(out, axes), (a,), backward, "logsumexp")
+
+@saves("out", "inputs")
+def _logsumexp_vjp(axes, keepdims, g, out, x):  # d lse = softmax(x) = exp(x - lse)
+    return (_expand_back(g, x.shape, axes, keepdims) * _dual.exp(x - _keep(out, axes, keepdims)),)
 
 
 def argmax(a, axis=None, keepdims=False, dim=None):
@@ -223,32 +256,71 @@ def cumsum(a, axis=None, dim=None):
         raise TypeError("cumsum: dim (or axis) is required")
     if a.ndim == 0:
         _check_axis("cumsum", axis, 1, a.shape)
-        return make_node(a.data.copy(), (a,), lambda g: (g,), "cumsum")
+        return make_node(a.data.copy(), (a,), None, "cumsum", vjp=_dual.identity_vjp)
     axis = _check_axis("cumsum", axis, a.ndim, a.shape)
-    out = np.cumsum(a.data, axis=axis)
-    # d cumsum: each input feeds every later output, so its gradient is the reversed running sum of g
-    return make_node(out, (a,), lambda g: (np.flip(np.cumsum(np.flip(g, axis), axis=axis), axis),), "cumsum")
+    return make_node(np.cumsum(a.data, axis=axis), (a,), None, "cumsum", vjp=partial(_cumsum_vjp, axis))
+
+
+@saves()
+def _cumsum_vjp(axis, g, out, x):  # each input feeds every later output: the reversed running sum of g
+    return (_dual.flip(_dual.flip(g, axis).cumsum(axis=axis), axis),)
+
+
+def _others(x, axes):
+    """prod_{j != i} x_j over `axes`, for every entry i of x (exact with zeros): on an array, the product of the
+    entries before i times the product of those after it (running products); on a Tensor (which has no running
+    product op) prod / x when no entry is 0, else one product per entry with that entry set to 1."""
+    rest = [i for i in range(x.ndim) if i not in axes]
+    perm = rest + list(axes)
+    if not isinstance(x, Tensor):
+        xt = x.transpose(perm)
+        flat = xt.reshape(xt.shape[:len(rest)] + (-1,))
+        ones = np.ones(flat.shape[:-1] + (1,), x.dtype)
+        before = np.cumprod(np.concatenate([ones, flat[..., :-1]], -1), -1)
+        after = np.flip(np.cumprod(np.concatenate([ones, np.flip(flat, -1)[..., :-1]], -1), -1), -1)
+        return (before * after).reshape(xt.shape).transpose(np.argsort(perm))
+    if np.all(x.data != 0):
+        return x.prod(axis=tuple(axes), keepdims=True) / x
+    xt = _dual.permute(x, perm) if x.ndim else x
+    flat = xt.reshape(xt.shape[:len(rest)] + (-1,))
+    k = flat.shape[-1]
+    cols = [where(np.arange(k) == i, np.ones((), x.dtype), flat).prod(axis=-1) for i in range(k)]
+    out = stack(cols, axis=-1).reshape(xt.shape)
+    return _dual.permute(out, tuple(int(i) for i in np.argsort(perm))) if x.ndim else out
+
+
+@saves("inputs")
+def _prod_vjp(axes, keepdims, g, out, x):  # d prod / d x_i = the product of the other factors
+    if not x.size:  # nothing was multiplied: no entry to send a gradient to
+        return (np.zeros(x.shape, g.dtype),)
+    return (_expand_back(g, x.shape, axes, keepdims) * _others(x, axes),)
 
 
 def prod(a, axis=None, keepdims=False, dim=None):
     """Product over axes; the gradient is the product of the other factors (exact with zeros)."""
     a = as_tensor(a)
     axes = _norm_axes(_axis(axis, dim), a.shape, "prod")
-    x = a.data
-    out = x.prod(axis=axes, keepdims=keepdims)
+    return make_node(a.data.prod(axis=axes, keepdims=keepdims), (a,), None, "prod",
+                     vjp=partial(_prod_vjp, axes, keepdims))
 
-    def backward(g):  # d prod / d x_i = prod_{j != i} x_j = (product before i) * (product after i)
-        if not x.size:  # nothing was multiplied: no entry to send a gradient to
-            return (np.zeros(x.shape, g.dtype),)
-        rest = [i for i in range(x.ndim) if i not in axes]
-        xt = x.transpose(rest + list(axes))
-        flat = xt.reshape(xt.shape[:len(rest)] + (-1,))
-        ones = np.ones(flat.shape[:-1] + (1,), x.dtype)
-        before = np.cumprod(np.concatenate([ones, flat[..., :-1]], -1), -1)
-        after = np.flip(np.cumprod(np.concatenate([ones, np.flip(flat, -1)[..., :-1]], -1), -1), -1)
-        others = (before * after).reshape(xt.shape).transpose(np.argsort(rest + list(axes)))
-        return (_expand_back(g, x.shape, axes, keepdims) * others,)
-    return make_node(out, (a,), backward, "prod")
+
+@saves("out", "inputs")
+def _norm_vjp(p, axes, keepdims, g, out, x):  # d ||x||_p, with 0 at a zero norm (the subgradient torch picks)
+    g, out = _keep(g, axes, keepdims), _keep(out, axes, keepdims)  # shaped like the keepdims output
+    xd, od = _dual.value(x), _dual.value(out)
+    ax = np.abs(xd)
+    if p == math.inf:  # sign(x) at the entries that reach the max, shared among ties
+        hit = ax == od
+        return (g * np.sign(xd) * hit / hit.sum(axis=axes, keepdims=True),)
+    if p == 1:  # d sum|x| = sign(x)
+        return (g * np.sign(xd),)
+    safe = _dual.where(od == 0, 1, out)
+    if p == 2:  # d ||x|| = x / ||x||
+        return (g * _dual.where(od == 0, 0, x / safe),)
+    # d (sum |x|^p)^(1/p) = sign(x) |x|^(p-1) / ||x||^(p-1); for p < 1, |x|^(p-1) is infinite at x = 0,
+    # where the subgradient 0 is taken (as torch; never 0 * inf = NaN)
+    ap = _dual.where(ax > 0, x.abs() if isinstance(x, Tensor) else ax, 1) ** (p - 1)
+    return (g * _dual.where((od == 0) | (ax == 0), 0, np.sign(xd) * ap / safe ** (p - 1)),)
 
 
 def norm(a, p=2, axis=None, keepdims=False, dim=None):
@@ -274,24 +346,16 @@ def norm(a, p=2, axis=None, keepdims=False, dim=None):
         out = np.sqrt((x * x).sum(axis=axes, keepdims=True))
     else:
         out = (ax ** p).sum(axis=axes, keepdims=True) ** (1.0 / p)
-
-    def backward(g):
-        if not keepdims and axes:
-            g = np.expand_dims(g, axes)  # g shaped like the keepdims output, to broadcast against x
-        if p == math.inf:  # sign(x) at the entries that reach the max, shared among ties
-            hit = ax == out
-            return (g * np.sign(x) * hit / hit.sum(axis=axes, keepdims=True),)
-        if p == 1:  # d sum|x| = sign(x)
-            return (g * np.sign(x),)
-        safe = np.where(out == 0, 1, out)
-        if p == 2:  # d ||x|| = x / ||x||
-            return (g * np.where(out == 0, 0, x / safe),)
-        # d (sum |x|^p)^(1/p) = sign(x) |x|^(p-1) / ||x||^(p-1); for p < 1, |x|^(p-1) is infinite at x = 0,
-        # where the subgradient 0 is taken (as torch; never 0 * inf = NaN)
-        ap = np.where(ax > 0, ax, 1) ** (p - 1)
-        return (g * np.where((out == 0) | (ax == 0), 0, np.sign(x) * ap / safe ** (p - 1)),)
     return make_node(out if keepdims else out.reshape([n for i, n in enumerate(x.shape) if i not in axes]),
-                     (a,), backward, "norm")
+                     (a,), None, "norm", vjp=partial(_norm_vjp, p, axes, keepdims))
+
+
+@saves("out", "inputs")
+def _std_vjp(axes, keepdims, dof, g, out, x):  # d std = (x - mean) / ((n - c) std), and 0 where std = 0
+    s = _keep(out, axes, keepdims)
+    zero = _dual.value(s) == 0
+    scale = _dual.where(zero, 0, 1 / (dof * _dual.where(zero, 1, s)))
+    return (_expand_back(g, x.shape, axes, keepdims) * (x - x.mean(axis=axes, keepdims=True)) * scale,)
 
 
 def std(a, axis=None, keepdims=False, dim=None, correction=1):
@@ -302,9 +366,5 @@ def std(a, axis=None, keepdims=False, dim=None, correction=1):
     a = as_tensor(a)
     axes, x, xc, dof = _spread("std", a, axis, dim, correction)
     s = np.sqrt((xc * xc).sum(axis=axes, keepdims=True) / dof)
-
-    def backward(g):  # d std = (x - mean) / ((n - c) std), and 0 where std = 0
-        scale = np.where(s == 0, 0, 1 / (dof * np.where(s == 0, 1, s)))
-        return (_expand_back(g, x.shape, axes, keepdims) * xc * scale,)
     return make_node(s if keepdims else s.reshape([k for i, k in enumerate(x.shape) if i not in axes]),
-                     (a,), backward, "std")
+                     (a,), None, "std", vjp=partial(_std_vjp, axes, keepdims, dof))
