@@ -31,6 +31,9 @@ def _add_vjp(g, out, a, b, need=(True, True)):  # d(a + b) = (g, g)
     return g, g
 
 
+_add_vjp.forward = np.add  # each rule's array forward, for minigrad.compile's tape (docs/compile.md)
+
+
 @saves()
 def _identity_vjp(g, out, x):  # d(x + c) = g (and clone's, cumsum's of one entry ...)
     return (g,)
@@ -62,6 +65,9 @@ def add(a, b):
 @saves()
 def _sub_vjp(g, out, a, b, need=(True, True)):  # d(a - b) = (g, -g)
     return g, (-g if need[1] else None)
+
+
+_sub_vjp.forward = np.subtract
 
 
 def sub(a, b):
@@ -96,6 +102,9 @@ def _neg_vjp(g, out, x, owned=False):  # d(-x) = -g; in g's own buffer when the 
     return (np.negative(g, out=g) if owned else -g,)
 
 
+_neg_vjp.forward = np.negative
+
+
 def neg(a):
     """Elementwise -a; backward: -g."""
     a = as_tensor(a)
@@ -107,12 +116,18 @@ def _mul_vjp(g, out, a, b, need=(True, True)):  # d(ab) = (g b, g a)
     return (g * b if need[0] else None), (g * a if need[1] else None)
 
 
+_mul_vjp.forward = np.multiply
+
+
 @saves(in_place=True)
 def _scale_vjp(s, g, out, x, owned=False):  # d(x s) = g s, s a number; in g's own buffer when the engine owns it
     if owned and g.dtype.kind == "f" and type(s) is not complex:
         g *= s
         return (g,)
     return (g * s,)
+
+
+_scale_vjp.forward = lambda s, x: x * s  # noqa: E731
 
 
 def mul(a, b):
@@ -147,9 +162,15 @@ def _div_scalar_vjp(s, g, out, x, owned=False):  # d(x / s) = g / s; in g's own 
     return (g / s,)
 
 
+_div_scalar_vjp.forward = lambda s, x: floating(x) / s  # noqa: E731
+
+
 def _div_vjp(g, out, a, b, need=(True, True)):  # d(a / b) = (g / b, -g a / b^2) = (g / b, -g out / b)
     ga = g / b
     return (ga if need[0] else None), (-ga * out if need[1] else None)
+
+
+_div_vjp.forward = np.divide
 
 
 def div(a, b):

@@ -87,6 +87,9 @@ def _tanh_vjp(g, out, x, owned=False):  # d tanh = 1 - tanh^2; in g's own buffer
     return (np.multiply(g, d, out=g) if owned and g.dtype == d.dtype else g * d,)
 
 
+_tanh_vjp.forward = lambda x: np.tanh(floating(x))  # noqa: E731
+
+
 def tanh(a):
     """Elementwise tanh; backward: g * (1 - tanh^2)."""
     a = as_tensor(a)
@@ -121,6 +124,9 @@ def sigmoid(a):
 def _relu_vjp(g, out, x, owned=False):  # relu'(x) = 1 where x > 0, else 0 (relu'(0) = 0)
     above = x > (const(0, x.dtype) if x.dtype.kind == "f" else 0)  # (a 0-d array: cheaper than 0, blas.const)
     return (np.multiply(g, above, out=g) if owned else g * above,)
+
+
+_relu_vjp.forward = lambda x: np.maximum(x, const(0, x.dtype) if x.dtype.kind == "f" else 0)  # noqa: E731
 
 
 def relu(a):

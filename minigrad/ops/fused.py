@@ -152,6 +152,9 @@ def linear(x, weight, bias=None):
     return make_node(out, parents, backward, "linear", reference=linear_reference)
 
 
+linear_reference.kernel = linear  # minigrad.compile's tape re-runs the kernel (docs/compile.md)
+
+
 # ---- fused losses and normalisation ------------------------------------------------------------
 
 def cross_entropy_reference(logits, target):
@@ -247,6 +250,14 @@ def _cross_entropy_vjp(t, ignore_index, eps, reduction, g, out, logits):
     else:
         d = d * (g / max(int(valid.sum()), 1) if reduction == "mean" else g)
     return (from_rows(d, logits.shape),)
+
+
+def _cross_entropy_again(t, ignore_index, eps, reduction, logits):
+    """cross_entropy on a node's input and constants (its vjp's), for minigrad.compile's tape."""
+    return cross_entropy(logits, t, ignore_index, eps, reduction)
+
+
+_cross_entropy_vjp.kernel = _cross_entropy_again
 
 
 def layer_norm_reference(x, normalized_shape, weight=None, bias=None, eps=1e-5):

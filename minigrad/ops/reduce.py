@@ -48,6 +48,9 @@ def _sum_vjp(axes, keepdims, g, out, x):  # g copied to every summand
     return (_expand_back(g, x.shape, axes, keepdims),)
 
 
+_sum_vjp.forward = lambda axes, keepdims, x: x.sum(axis=axes, keepdims=keepdims)  # noqa: E731
+
+
 def sum(a, axis=None, keepdims=False, dim=None):
     """Sum over axis (or dim; all axes if none), as torch.sum; backward: g broadcast back to every summand."""
     a = as_tensor(a)

@@ -1,0 +1,429 @@
+"""Capture: run a training step once eagerly while writing down every array operation it makes, as the lines
+of a Python function (the tape); replay: call that function on the next step's arrays.
+
+Read the eager step first (ops/, autograd/backward.py's run_backward, optim/): the tape does what it did, in
+the same order, with the same functions, so its numbers are the same bits. What the capture records:
+- forward: for each node make_node builds (the `_tracer` hook, tensor.py), one line out = forward(*constants,
+  *inputs). The forward is declared beside the op's gradient rule (`rule.forward`, taking the rule's bound
+  constants), or for a fused kernel beside its plain form (`kernel`, which re-runs the kernel on stand-in
+  Tensors so that its backward closure is fresh); an op whose output is a view of its input (reshape,
+  transpose, basic indexing) needs neither: the line rebuilds the same view. Each line is checked at capture:
+  it must give the node's data, bit for bit, or the capture fails naming the op.
+- backward: run_backward's walk (the same order, sums and in-place decisions), each rule call, unbroadcast,
+  sum and write into .grad as a line.
+- the optimizer: opt.zero_grad() / opt.step() / scheduler.step() as calls of the objects' own methods (so an
+  lr schedule changing lr is read on every replay); random draws (minigrad.random.draw) as calls too, so each
+  replay draws fresh numbers from minigrad's generator, in the eager order.
+Any other array the step reads is a constant of the tape (a buffer, a positional table, an all-ones seed).
+"""
+import itertools
+import re
+from functools import partial
+
+import numpy as np
+
+import sys
+
+from ..autograd import hooks as _hooks
+from ..autograd import versions as _versions
+from ..autograd.backward import Scatter, _freed, _in_place, _unbroadcast, _into_leaf, _IN_PLACE_MIN_SIZE, run_backward
+from ..autograd.higher import ArrayBackward
+from ..autograd.versions import _check_versions
+from ..tensor import Tensor
+
+_tensor = sys.modules[Tensor.__module__]  # (minigrad.tensor, the module: the package's `tensor` is the function)
+
+
+_DYNAMIC = re.compile(r"\b[vxpn]\d+")  # a tape variable (an array of this step) in an argument's text
+
+
+class CompileError(RuntimeError):
+    """minigrad.compile could not capture this function (or was used in a way it refuses)."""
+
+
+def _view(root, dtype, shape, offset, strides):
+    """The view of `root` with these dtype, shape, byte offset and strides (what a view op made at capture)."""
+    return np.ndarray(shape, dtype, buffer=root, offset=offset, strides=strides)
+
+
+def _root(a):
+    """The array owning a's memory (NumPy points a view's .base at it)."""
+    return a if a.base is None else a.base
+
+
+def _standin(arr, requires_grad):
+    """A Tensor for a kernel's re-run on the replay's arrays (a leaf; the tape walks the backward itself)."""
+    t = Tensor(arr)
+    t.requires_grad = requires_grad
+    return t
+
+
+def _same_bits(a, b):
+    a, b = np.asarray(a), np.asarray(b)
+    return a.shape == b.shape and a.dtype == b.dtype and a.tobytes() == b.tobytes()
+
+
+def _declaration(rule):
+    """(function, bound constants, keywords) of a gradient rule: a functools.partial's parts, or the rule itself."""
+    if type(rule) is partial:
+        return rule.func, rule.args, rule.keywords
+    return rule, (), {}
+
+
+class Recorder:
+    """The tracer installed while a step is captured: make_node hands it every node (node()); the backward walk,
+    optimizers, schedulers and random draws call it too. It writes the tape's lines and runs the step eagerly."""
+
+    def __init__(self, inputs):
+        self.lines, self.ns, self.names = [], {}, {}  # code lines; name -> object; id(object) -> name
+        self.var = {}       # id(array) -> the variable holding it in the tape
+        self.keep = []      # every array and object seen, kept alive so that ids stay unique
+        self.key = []       # what two captures of one step must agree on: constants by value, functions by identity
+        self.rules = {}     # id(a node's data) -> the expression of its gradient rule in the tape
+        self.params = []    # (Tensor, variable): leaves read by the step (their .data is read on each replay)
+        self.modules, self.backwards, self.failed = {}, 0, None
+        self._n = itertools.count()
+        self.inputs = []    # input variables, in the order of the replay function's arguments
+        for i, x in enumerate(inputs):
+            name = f"I{i}"
+            self.inputs.append(name)
+            if isinstance(x, Tensor):
+                self._bind(x.data, name + ".data", "x")
+                self.names[id(x)] = name
+            else:
+                self._bind(x, name, "x")
+
+    # ---- names and lines -----------------------------------------------------------------------------
+    def _bind(self, arr, expr, prefix="v"):
+        v = f"{prefix}{next(self._n)}"
+        self.lines.append(f"{v} = {expr}")
+        self.var[id(arr)] = v
+        self.keep.append(arr)
+        if arr.base is not None and id(arr.base) not in self.var:  # views of it can be rebuilt from its root
+            self._bind(arr.base, f"{v}.base", prefix)
+        return v
+
+    def obj(self, o, prefix="K"):
+        """The tape's name for a Python object it calls or passes (a function, a Tensor, an optimizer ...)."""
+        name = self.names.get(id(o))
+        if name is None:
+            name = self.names[id(o)] = f"{prefix}{next(self._n)}"
+            self.ns[name] = o
+            self.keep.append(o)
+        return name
+
+    def const(self, value, op):
+        """An argument of an op: a known array's variable, a view of one rebuilt, a Tensor, or a constant."""
+        if isinstance(value, np.ndarray):
+            v = self.var.get(id(value))
+            if v is not None:
+                return v
+            root = value.base
+            if root is not None and id(root) in self.var and root.flags.c_contiguous:
+                off = value.__array_interface__["data"][0] - root.__array_interface__["data"][0]
+                return self._bind(value, f"{self.obj(_view, 'F')}({self.var[id(root)]}, {self.obj(value.dtype)}, "
+                                         f"{value.shape!r}, {off}, {value.strides!r})")
+            self.key.append(("array", op, value.dtype.str, value.shape, value.tobytes()))
+            return self.obj(value, "C")
+        if isinstance(value, Tensor):
+            v = self.var.get(id(value.data))
+            if v is not None:
+                return f"{self.obj(Tensor)}({v})"
+            self.key.append(("tensor", op, value.dtype.str, value.shape, value.data.tobytes()))
+            return self.obj(value, "T")
+        if isinstance(value, (tuple, list)):
+            items = [self.const(v, op) for v in value]
+            text = ", ".join(items) + ("," if len(items) == 1 and isinstance(value, tuple) else "")
+            return f"({text})" if isinstance(value, tuple) else f"[{text}]"
+        if isinstance(value, dict):
+            return "{" + ", ".join(f"{k!r}: {self.const(v, op)}" for k, v in value.items()) + "}"
+        if value is None or isinstance(value, (bool, int, float, str, slice)) or value is Ellipsis:
+            self.key.append(("value", op, repr(value)))
+            return repr(value) if not isinstance(value, slice) else self.obj(value, "S")
+        self.key.append(("object", op, type(value).__name__, repr(value)))
+        return self.obj(value, "K")
+
+    def tensor_input(self, t, op):
+        """The variable holding a parent's array: a node's output, an input, a parameter, or a constant."""
+        v = self.var.get(id(t.data))
+        if v is not None:
+            return v
+        if t.requires_grad and t._backward is None:  # a parameter: read its .data on every replay
+            v = self._bind(t.data, f"{self.obj(t, 'P')}.data", "p")
+            self.params.append((t, v))
+            return v
+        v = self.var[id(t.data)] = self.const(t.data, op)  # a constant of the tape
+        return v
+
+    # ---- forward: make_node's hook ------------------------------------------------------------------
+    def node(self, data, parents, rule, name):
+        if self.failed is None:
+            try:
+                self._node(data, parents, rule, name)
+            except CompileError as e:  # the step goes on eagerly; compile then runs this variant eagerly
+                self.failed = str(e).removeprefix("compile: ")
+        return rule
+
+    def _node(self, data, parents, rule, name):
+        if hasattr(rule, "__wrapped__"):
+            raise CompileError(f"compile: op '{name}' has a hook, profiler or anomaly wrapper on its gradient "
+                               f"rule; remove the hook (or leave trace()/detect_anomaly()) to compile")
+        ins = [self.tensor_input(p, name) for p in parents]
+        data = data if type(data) is np.ndarray else np.asarray(data)
+        need = tuple(p.requires_grad for p in parents)
+        if type(rule) is ArrayBackward:
+            out, rexpr = self._kernel(data, parents, ins, rule, name, need)
+        else:
+            out, rexpr = self._array_op(data, parents, ins, rule, name)
+        self.rules[id(data)] = rexpr
+
+    def _array_op(self, data, parents, ins, rule, name):
+        fn, args, kw = _declaration(rule)
+        fwd = getattr(fn, "forward", None)
+        cargs = [self.const(a, name) for a in args] + [f"{k}={self.const(v, name)}" for k, v in kw.items()]
+        if fwd is not None:
+            got = fwd(*args, *[p.data for p in parents], **kw)
+            if not _same_bits(got, data):
+                raise CompileError(f"compile: op '{name}': its declared forward ({fwd.__name__}) does not give the "
+                                   f"op's output bit for bit (shape {np.shape(got)} vs {data.shape}); fix the "
+                                   f"declaration beside {fn.__name__}")
+            call = f"{self.obj(fwd, 'F')}({', '.join([*cargs[:len(args)], *ins, *cargs[len(args):]])})"
+            out = self._bind(data, call if type(got) is np.ndarray else f"{self.obj(np.asarray)}({call})")
+        else:
+            out = self._view_of(data, parents, ins, name)
+        # a rule whose constants are all fixed is the captured object; one reading the step's arrays is rebuilt
+        if any(_DYNAMIC.search(a) for a in cargs):
+            rexpr = f"{self.obj(partial)}({self.obj(fn, 'R')}, {', '.join(cargs)})"
+        else:
+            rexpr = self.obj(rule, "R")
+            self.key.append(("rule", name, id(fn)))
+        return out, rexpr
+
+    def _view_of(self, data, parents, ins, name):
+        """An op with no declared forward whose output views its input's memory: rebuild the same view."""
+        root = data.base
+        for p, v in zip(parents, ins):
+            if root is not None and root is _root(p.data) and root.flags.c_contiguous:
+                off = data.__array_interface__["data"][0] - root.__array_interface__["data"][0]
+                src = v if p.data.base is None else f"{v}.base"
+                return self._bind(data, f"{self.obj(_view, 'F')}({src}, {self.obj(data.dtype)}, {data.shape!r}, "
+                                        f"{off}, {data.strides!r})")
+        raise CompileError(f"compile: op '{name}' declares no forward for replay (rule.forward beside its gradient "
+                           f"rule, or kernel= beside its plain form); it cannot be captured. Run this step "
+                           f"without compile, or declare it (docs/compile.md)")
+
+    def _kernel(self, data, parents, ins, rule, name, need):
+        src = rule.vjp if rule.vjp is not None else rule.reference
+        fn, args, kw = _declaration(src) if src is not None else (None, (), {})
+        kernel = getattr(fn, "kernel", None)
+        if kernel is None:
+            raise CompileError(f"compile: fused op '{name}' declares no kernel= beside its plain form, so the tape "
+                               f"cannot re-run it; run this step without compile, or declare it (docs/compile.md)")
+        prev = _tensor._set_tracer(None)
+        try:
+            again = kernel(*args, *[_standin(p.data, p.requires_grad) for p in parents], **kw)
+        finally:
+            _tensor._set_tracer(prev)
+        if not _same_bits(again.data, data):
+            raise CompileError(f"compile: fused op '{name}': re-running it ({kernel.__name__}) does not give the "
+                               f"same output bit for bit")
+        cargs = [self.const(a, name) for a in args]
+        cargs += [f"{self.obj(_standin)}({v}, {r})" for v, r in zip(ins, need)]
+        cargs += [f"{k}={self.const(v, name)}" for k, v in kw.items()]
+        n = f"n{next(self._n)}"
+        self.lines.append(f"{n} = {self.obj(kernel, 'F')}({', '.join(cargs)})")
+        out = self._bind(data, f"{n}.data")
+        self.lines.append(f"r{n} = {n}._backward")
+        return out, f"r{n}"
+
+    # ---- backward: run_backward's walk, written down ---------------------------------------------------
+    def backward(self, root, grad, retain_graph=False):
+        """run_backward (autograd/backward.py) step for step, each array operation also written as a line."""
+        if self.failed is not None:
+            return run_backward(root, grad, retain_graph)
+        if self.backwards:
+            raise CompileError("compile: the captured function calls backward() twice; a tape holds one backward "
+                               "(sum the losses and call backward() once)")
+        self.backwards += 1
+        if _hooks._leaves:
+            raise CompileError("compile: a tensor has a hook (register_hook); remove it to compile this step")
+        if root._backward is None:
+            raise CompileError("compile: backward() on a leaf inside a compiled function")
+        gv = self.const(grad, "backward")
+        pending, stack, clock = {root: 0}, [root], _versions._clock
+        while stack:  # 1. count the edges into each interior node (run_backward's step 1)
+            node = stack.pop()
+            if node._clock != clock:
+                _check_versions(node)
+            for p in node._parents:
+                if p.requires_grad and p._backward is not None:
+                    if p in pending:
+                        pending[p] += 1
+                    else:
+                        pending[p] = 1
+                        stack.append(p)
+        grads, owned, ready, gvar = {root: grad}, set(), [root], {root: gv}
+        L = self.lines
+        while ready:  # 2. Kahn's walk, as run_backward
+            node = ready.pop()
+            g = grads.pop(node, None)
+            g_v = gvar.pop(node, None)
+            rule, parents = node._backward, node._parents
+            out_v, rexpr = self.var[id(node.data)], self.rules[id(node.data)]
+            if not retain_graph:
+                node._backward, node._parents = _freed, ()
+            if g is None:
+                pgrads, g_owned = (None,) * len(parents), False
+            else:
+                if node in owned:
+                    owned.discard(node)
+                    g_owned = g.size >= _IN_PLACE_MIN_SIZE
+                else:
+                    g_owned = False
+                xs = [p.data for p in parents]
+                xv = [self.var[id(p.data)] for p in parents]
+                if len(parents) == 1:
+                    own = g_owned and _in_place(rule)
+                    pgrads = rule(g, node.data, xs[0], owned=True) if own else rule(g, node.data, xs[0])
+                    call = f"{rexpr}({g_v}, {out_v}, {xv[0]}{', owned=True' if own else ''})"
+                elif len(parents) == 2 and parents[0].requires_grad and parents[1].requires_grad:
+                    pgrads = rule(g, node.data, *xs)
+                    call = f"{rexpr}({g_v}, {out_v}, {', '.join(xv)})"
+                else:
+                    need = tuple(p.requires_grad for p in parents)
+                    pgrads = rule(g, node.data, *xs, need=need)
+                    call = f"{rexpr}({g_v}, {out_v}, {', '.join(xv)}, need={need!r})"
+                if len(pgrads) != len(parents):
+                    raise CompileError(f"compile: op '{node._op}' returned {len(pgrads)} gradients for "
+                                       f"{len(parents)} inputs")
+                names = []
+                for pg in pgrads:
+                    if pg is None:
+                        names.append("_")
+                    elif id(pg) in self.var and pg is not g:  # the same array twice (add's (g, g))
+                        names.append("_")
+                    elif pg is g:
+                        names.append("_")
+                    else:
+                        names.append(self._fresh(pg))
+                L.append(f"{', '.join(names)}{',' if len(names) == 1 else ''} = {call}")
+            for p, pg in zip(parents, pgrads):
+                if not p.requires_grad:
+                    continue
+                if pg is not None:
+                    pv = g_v if pg is g else self.var[id(pg)]
+                    if type(pg) is Scatter:
+                        self._add_scatter(grads, gvar, owned, p, pg, pv)
+                    else:
+                        pd = p.data
+                        if pg.shape != pd.shape:
+                            pg = _unbroadcast(pg, pd.shape, node._op)
+                            pv = self._line(pg, f"{self.obj(_unbroadcast)}({pv}, {pd.shape!r}, {node._op!r})")
+                            fresh = True
+                        elif pg.base is None and pg is not g:
+                            fresh = True
+                        else:
+                            fresh = g_owned and len(parents) == 1 and (
+                                pg is g or pg.base is (g if g.base is None else g.base)) and pg.flags.writeable
+                        if pg.dtype is not pd.dtype and pg.dtype != pd.dtype:
+                            pg, fresh = pg.astype(pd.dtype), True
+                            pv = self._line(pg, f"{pv}.astype({self.obj(pd.dtype)})")
+                        prev = grads.get(p)
+                        if prev is None:
+                            grads[p], gvar[p] = pg, pv
+                            if fresh:
+                                owned.add(p)
+                        elif p in owned and type(prev) is np.ndarray:
+                            prev += pg
+                            L.append(f"{gvar[p]} += {pv}")
+                        else:
+                            grads[p] = prev + pg
+                            gvar[p] = self._line(grads[p], f"{gvar[p]} + {pv}")
+                            owned.add(p)
+                if p._backward is None:
+                    continue
+                n = pending[p] - 1
+                if n:
+                    pending[p] = n
+                else:
+                    del pending[p]
+                    ready.append(p)
+        for leaf, g in grads.items():  # leaves: into .grad (the replay's own input Tensor for an input)
+            fresh = leaf in owned
+            _into_leaf(leaf, g, fresh=fresh)
+            L.append(f"{self.obj(_into_leaf)}({self.names.get(id(leaf)) or self.obj(leaf, 'P')}, {gvar[leaf]}, {fresh})")
+
+    def _fresh(self, arr):
+        v = f"v{next(self._n)}"
+        self.var[id(arr)] = v
+        self.keep.append(arr)
+        return v
+
+    def _line(self, arr, expr):
+        v = self._fresh(arr)
+        self.lines.append(f"{v} = {expr}")
+        return v
+
+    def _add_scatter(self, grads, gvar, owned, p, s, sv):
+        """backward._add_scatter, written down."""
+        prev = grads.get(p)
+        if prev is not None and p in owned and type(prev) is np.ndarray:
+            s.add_into(prev)
+            self.lines.append(f"{sv}.add_into({gvar[p]})")
+            return
+        dense = s.dense(p.data.shape, p.data.dtype)
+        v = self._line(dense, f"{sv}.dense({p.data.shape!r}, {self.obj(p.data.dtype)})")
+        if prev is not None:
+            dense += prev
+            self.lines.append(f"{v} += {gvar[p]}")
+        grads[p], gvar[p] = dense, v
+        owned.add(p)
+
+    # ---- calls of Python objects: an optimizer's step, a random draw ----------------------------------
+    def call(self, obj, method, *args):
+        """Write down obj.method(*args) (an optimizer's zero_grad/step, a scheduler's step)."""
+        self.key.append(("call", type(obj).__name__, method))
+        self.lines.append(f"{self.obj(obj, 'O')}.{method}({', '.join(self.const(a, method) for a in args)})")
+
+    def draw(self, fn, args, result):
+        """Write down a random draw result = fn(*args) (fn reads minigrad's generator when it runs)."""
+        self.key.append(("draw", id(fn)))
+        return self._bind(result, f"{self.obj(fn, 'F')}({', '.join(self.const(a, 'draw') for a in args)})")
+
+    # ---- the function ---------------------------------------------------------------------------------
+    def output(self, value):
+        """The tape's expression for what the step returns: Tensors (as new Tensors on the replay's arrays)."""
+        if value is None:
+            return "None"
+        if isinstance(value, Tensor):
+            if id(value) in self.names and self.names[id(value)].startswith("I"):
+                return self.names[id(value)]
+            v = self.var.get(id(value.data))
+            if v is None:
+                raise CompileError("compile: the function returns a tensor the tape did not compute (a constant)")
+            return f"{self.obj(_result)}({v})"
+        if isinstance(value, (tuple, list)):
+            items = [self.output(v) for v in value]
+            text = ", ".join(items) + ("," if len(items) == 1 and isinstance(value, tuple) else "")
+            return f"({text})" if isinstance(value, tuple) else f"[{text}]"
+        if isinstance(value, dict):
+            return "{" + ", ".join(f"{k!r}: {self.output(v)}" for k, v in value.items()) + "}"
+        raise CompileError(f"compile: the function returns a {type(value).__name__}; a compiled function may "
+                           f"return only Tensors (in tuples, lists or dicts) or None: a Python number would be "
+                           f"frozen at its captured value")
+
+    def source(self, result):
+        body = "\n".join("    " + line for line in self.lines)
+        return f"def tape({', '.join(self.inputs)}):\n{body}\n    return {result}\n"
+
+    def build(self, result):
+        """The replay function (compiled Python source) and its text."""
+        text = self.source(result)
+        ns = dict(self.ns)
+        exec(compile(text, "<minigrad tape>", "exec"), ns)
+        return ns["tape"], text
+
+
+def _result(arr):
+    """A returned array as a Tensor (no graph: its backward already ran inside the tape)."""
+    return Tensor(arr)
