@@ -346,6 +346,21 @@ def dense_plain(scale, allowed, bias, keep, packed, dirty, *inputs, weights_only
     return p @ v
 
 
+def _attend_again(scale, allowed, bias, keep, packed, dirty, *inputs, weights_only=False):
+    """The attention node again on its inputs and its dense_plain constants, for minigrad.compile's tape
+    (without dropout: its pattern is drawn inside the kernel; a step with it runs eagerly)."""
+    if keep is not None:
+        raise RuntimeError("attention with dropout is not captured; run it eagerly")
+    n = 1 if packed else 3  # one packed (3, ..., T, D) input, or q, k, v; then a float mask that requires grad
+    q, k, v = (None,) * 3 if packed else inputs[:3]
+    res = attend(q, k, v, inputs[0] if packed else None, allowed, inputs[n] if len(inputs) > n else bias, 0.0,
+                 scale, weights_only, True, None)
+    return res[1] if weights_only else res
+
+
+dense_plain.kernel = _attend_again
+
+
 @saves("out", in_place=True)
 def _masked_softmax_vjp(axis, g, p, scores, owned=False):  # d softmax: p (g - sum(g p)); p = 0 where masked
     s = (g * p).sum(axis=axis, keepdims=True) if axis not in (-1, p.ndim - 1) or not isinstance(g, np.ndarray) \

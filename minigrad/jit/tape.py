@@ -31,7 +31,8 @@ from ..autograd.higher import ArrayBackward
 from ..autograd.versions import _check_versions
 from ..tensor import Tensor
 
-_tensor = sys.modules[Tensor.__module__]  # (minigrad.tensor, the module: the package's `tensor` is the function)
+_tensor = sys.modules[Tensor.__module__]
+_new = object.__new__  # (minigrad.tensor, the module: the package's `tensor` is the function)
 
 
 _DYNAMIC = re.compile(r"\b[vxpn]\d+")  # a tape variable (an array of this step) in an argument's text
@@ -53,8 +54,8 @@ def _root(a):
 
 def _standin(arr, requires_grad):
     """A Tensor for a kernel's re-run on the replay's arrays (a leaf; the tape walks the backward itself)."""
-    t = Tensor(arr)
-    t.requires_grad = requires_grad
+    t = _new(Tensor)  # Tensor(arr) without its checks: arr is the array the capture saw the kernel take
+    t.data, t.grad, t.requires_grad, t._parents, t._backward, t._op = arr, None, requires_grad, (), None, None
     return t
 
 
@@ -189,6 +190,10 @@ class Recorder:
                                    f"declaration beside {fn.__name__}")
             call = f"{self.obj(fwd, 'F')}({', '.join([*cargs[:len(args)], *ins, *cargs[len(args):]])})"
             out = self._bind(data, call if type(got) is np.ndarray else f"{self.obj(np.asarray)}({call})")
+        elif hasattr(fn, "shaped_forward"):  # reshape: it takes the output's shape first
+            if not _same_bits(fn.shaped_forward(data.shape, *[p.data for p in parents]), data):
+                raise CompileError(f"compile: op '{name}': its shaped_forward does not give its output")
+            out = self._bind(data, f"{self.obj(fn.shaped_forward, 'F')}({data.shape!r}, {', '.join(ins)})")
         else:
             out = self._view_of(data, parents, ins, name)
         # a rule whose constants are all fixed is the captured object; one reading the step's arrays is rebuilt
@@ -222,6 +227,8 @@ class Recorder:
         prev = _tensor._set_tracer(None)
         try:
             again = kernel(*args, *[_standin(p.data, p.requires_grad) for p in parents], **kw)
+        except Exception as e:  # a kernel that says it cannot be re-run (attention with dropout, say)
+            raise CompileError(f"fused op '{name}': {e}") from None
         finally:
             _tensor._set_tracer(prev)
         if not _same_bits(again.data, data):

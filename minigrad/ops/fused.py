@@ -58,14 +58,22 @@ def _softmax_vjp(axis, g, out, x, owned=False):  # d softmax: y (g - sum(g y)); 
 def softmax(a, axis=None, dim=None):
     """Stable softmax along one axis; the fused form of softmax_reference (one node, short backward)."""
     a = as_tensor(a)
-    x = floating(a.data)
-    axis = _one_axis("softmax", axis, dim, x)
+    axis = _one_axis("softmax", axis, dim, a.data)
+    return make_node(_softmax_forward(axis, a.data), (a,), None, "softmax", vjp=partial(_softmax_vjp, axis))
+
+
+def _softmax_forward(axis, x):
+    """softmax's arrays: x - max, exp, / sum, in one (..., N) buffer."""
+    x = floating(x)
     last = axis is not None and axis == x.ndim - 1
     m = rowmax(x) if last else x.max(axis=axis, keepdims=True)
     out = np.subtract(x, m, out=np.empty_like(x))  # an array even for 0-d
     np.exp(out, out=out)
     out /= rowsum(out) if last else out.sum(axis=axis, keepdims=True)  # in place: one (..., N) buffer
-    return make_node(out, (a,), None, "softmax", vjp=partial(_softmax_vjp, axis))
+    return out
+
+
+_softmax_vjp.forward = _softmax_forward
 
 
 def log_softmax_reference(x, axis=-1):
@@ -344,6 +352,15 @@ def _layer_norm_plain(normalized_shape, eps, has_weight, x, *weight_bias):
     return layer_norm_reference(x, normalized_shape, weight, bias, eps)
 
 
+def _layer_norm_again(normalized_shape, eps, has_weight, x, *weight_bias):
+    """layer_norm on its node's inputs (what _layer_norm_plain is the plain form of), for minigrad.compile."""
+    return layer_norm(x, normalized_shape, weight_bias[0] if has_weight else None,
+                      weight_bias[-1] if len(weight_bias) > has_weight else None, eps)
+
+
+_layer_norm_plain.kernel = _layer_norm_again
+
+
 def _safe_rstd(xc, var, rstd, axes, eps):
     """1 / sqrt(var + eps) for rows whose variance overflowed (|x - mean| past ~1e19 in float32): scale each
     such row by its largest |x - mean| first, so the squares stay finite (never a silent 0); a row holding
@@ -443,3 +460,12 @@ def _gru_cell_plain(has_ih, x, h, weight_ih, weight_hh, *biases):
     bias_ih = biases[0] if has_ih else None
     bias_hh = biases[-1] if len(biases) > has_ih else None
     return gru_cell_reference(x, h, weight_ih, weight_hh, bias_ih, bias_hh)
+
+
+def _gru_cell_again(has_ih, x, h, weight_ih, weight_hh, *biases):
+    """gru_cell on its node's inputs, for minigrad.compile (the kernel _gru_cell_plain is the plain form of)."""
+    return gru_cell(x, h, weight_ih, weight_hh, biases[0] if has_ih else None,
+                    biases[-1] if len(biases) > has_ih else None)
+
+
+_gru_cell_plain.kernel = _gru_cell_again

@@ -39,6 +39,9 @@ def _reshape_vjp(g, out, x):  # g reshaped back
     return (g.reshape(x.shape),)
 
 
+_reshape_vjp.shaped_forward = lambda shape, x: x.reshape(shape)  # noqa: E731  (the output's shape first: compile)
+
+
 def flatten(a, start_dim=0, end_dim=-1):
     """Merge dims start_dim..end_dim into one, as torch.flatten (a 0-d input becomes shape (1,))."""
     a = as_tensor(a)
@@ -81,6 +84,9 @@ def _permute_vjp(inv, g, out, x):  # the inverse permutation
     return (_dual.permute(g, inv),)
 
 
+_permute_vjp.forward = lambda inv, x: x.transpose(tuple(int(i) for i in np.argsort(inv)))  # noqa: E731
+
+
 def swapaxes(a, axis1, axis2):
     """Swap two axes, as np.swapaxes / torch.transpose(x, a, b); backward: swap g's axes back."""
     a = as_tensor(a)
@@ -92,6 +98,9 @@ def swapaxes(a, axis1, axis2):
 @saves()
 def _swapaxes_vjp(axis1, axis2, g, out, x):  # swap g's axes back
     return (g.swapaxes(axis1, axis2),)
+
+
+_swapaxes_vjp.forward = lambda axis1, axis2, x: np.swapaxes(x, axis1, axis2)  # noqa: E731
 
 
 def t(a):
@@ -265,6 +274,10 @@ def _getitem_vjp(index, advanced, inv, g, out, x):
     return (_scatter(g, index, x.shape, advanced),)
 
 
+_getitem_vjp.forward = lambda index, advanced, inv, x: (  # noqa: E731  (for minigrad.compile's tape)
+    x[index] if inv is None else x[index].transpose(tuple(int(i) for i in np.argsort(inv))))
+
+
 def _scatter(g, index, shape, repeats):
     """Zeros of `shape` with g added at `index` (a raw NumPy index; repeats: it may pick a place twice, so the
     values add up): a Scatter for an array g (the engine adds it in place), index_scatter's node for a Tensor."""
@@ -350,6 +363,9 @@ def _concat_vjp(axis, g, out, *xs, need=None):  # g cut into the inputs' pieces
     return pieces
 
 
+_concat_vjp.forward = lambda axis, *xs: np.concatenate(xs, axis=axis)  # noqa: E731
+
+
 cat = concat
 
 
@@ -368,6 +384,9 @@ def stack(tensors, axis=0, dim=None):
 @saves()
 def _stack_vjp(axis, g, out, *xs, need=None):  # g's slices along the new axis
     return [g[(slice(None),) * axis + (i,)] for i in range(len(xs))]
+
+
+_stack_vjp.forward = lambda axis, *xs: np.stack(xs, axis=axis)  # noqa: E731
 
 
 def pad(a, pad_width, value=0.0):
