@@ -59,6 +59,11 @@ class _Patches:
     def __enter__(self):
         rec = self.rec
         step, zero, sched, call = Optimizer.step, Optimizer.zero_grad, LRScheduler.step, Module.__call__
+        tensor_zero = Tensor.zero_grad
+
+        def zero_tensor(t):
+            rec.call(t, "zero_grad")
+            return tensor_zero(t)
 
         def opt_step(opt, closure=None):
             if closure is not None:
@@ -83,6 +88,7 @@ class _Patches:
         self._set(Optimizer, "zero_grad", opt_zero)
         self._set(LRScheduler, "step", sched_step)
         self._set(Module, "__call__", module_call)
+        self._set(Tensor, "zero_grad", zero_tensor)
         for name, method in _REFUSED.items():
             self._set(Tensor, name, method)
         self.prev = _tensor._set_tracer(rec)
