@@ -1,4 +1,6 @@
 """One random generator for the whole library (seeded by manual_seed), and sampling without gradient."""
+import sys
+
 import numpy as np
 
 from .dtypes import get_default_dtype
@@ -18,6 +20,16 @@ def manual_seed(seed):
 def get_rng():
     """The library's np.random.Generator (the one manual_seed reseeds)."""
     return _rng
+
+
+def draw(fn, *args):
+    """fn(*args) for a function that draws from get_rng() (a dropout mask, a sample). While minigrad.compile
+    captures a step, the call goes on its tape, so that every replay draws fresh numbers, in the eager order."""
+    out = fn(*args)
+    record = getattr(sys.modules[Tensor.__module__]._tracer, "draw", None)  # (the capture's, if one runs)
+    if record is not None:
+        record(fn, args, out)
+    return out
 
 
 def randn(*shape, requires_grad=False, dtype=None):

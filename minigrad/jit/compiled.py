@@ -182,14 +182,15 @@ def _guard_source(rec):
 
 
 def _difference(key1, key2, src1, src2):
+    ops1 = [k for k in key1 if k[0] in ("rule", "call", "draw")]
+    if src1 != src2 or ops1 != [k for k in key2 if k[0] in ("rule", "call", "draw")]:
+        return ("the first two calls ran different operations (Python control flow that depends on the data or "
+                "on a counter); the tape would replay only one of them")
     for a, b in zip(key1, key2):
         if a != b:
             return (f"a constant of op '{a[1]}' differed between the first two calls: an array computed from the "
                     f"inputs outside minigrad's ops (NumPy on .data, a Tensor built from one), or Python branching "
                     f"on the data, which the tape would freeze; pass it as an input or compute it with ops")
-    if len(key1) != len(key2) or src1 != src2:
-        return ("the first two calls ran different operations (Python control flow that depends on the data or "
-                "on a counter); the tape would replay only one of them")
     return "the two captures differed"
 
 

@@ -394,6 +394,8 @@ class Recorder:
 
     def draw(self, fn, args, result):
         """Write down a random draw result = fn(*args) (fn reads minigrad's generator when it runs)."""
+        if self.failed is not None or not isinstance(result, np.ndarray):
+            return
         self.key.append(("draw", id(fn)))
         return self._bind(result, f"{self.obj(fn, 'F')}({', '.join(self.const(a, 'draw') for a in args)})")
 
