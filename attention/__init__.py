@@ -26,6 +26,5 @@ from .efficient import memory_efficient_attention  # noqa: F401
 from .positions import RotaryEmbedding, alibi_bias, alibi_slopes, apply_rotary  # noqa: F401
 from .linear import linear_attention  # noqa: F401
 from .cache import KVCache  # noqa: F401
-from . import double_backward  # noqa: F401  (the kernels' rules for create_graph=True)
 from .glimpse import (HardGlimpseNet, PatchGrid, RecurrentAttentionModel, SoftGlimpseNet, conv2d,  # noqa: F401
                       glimpse_sensor)

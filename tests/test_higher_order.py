@@ -225,3 +225,76 @@ def test_clip_grad_norm_scales_a_graph_carrying_grad():
     (w * w).sum().backward(create_graph=True)  # grad 2w = (6, 8), norm 10
     assert mg.optim.clip_grad_norm_([w], 1.0) == pytest.approx(10.0)
     np.testing.assert_allclose(w.grad.data, [0.6, 0.8], rtol=1e-6)
+
+
+# ---- user ops: one backward for both orders, or a rule registered for the class --------------------------
+
+def _cube(differentiable):
+    class Cube(mg.Function):
+        differentiable_backward = differentiable
+
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x ** 3
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return 3 * x ** 2 * g
+    return Cube
+
+
+def test_a_function_whose_backward_runs_on_tensors_has_second_derivatives():
+    Cube = _cube(True)
+    x = mg.tensor(np.array([0.5, -1.0, 2.0]), requires_grad=True)
+    (d1,) = mg.autograd.grad(Cube.apply(x).sum(), x, create_graph=True)
+    assert d1.requires_grad
+    (d2,) = mg.autograd.grad(d1.sum(), x)
+    np.testing.assert_allclose(d1.data, 3 * x.data ** 2)
+    np.testing.assert_allclose(d2.data, 6 * x.data)
+    assert mg.gradgradcheck(Cube.apply, mg.tensor(np.array([0.7, -0.4]), requires_grad=True))
+    (g1,) = mg.autograd.grad(Cube.apply(x).sum(), x)  # the first order: the same numbers
+    np.testing.assert_array_equal(g1.data, d1.data)
+
+
+def test_register_vjp_is_keyed_by_the_class_so_two_ops_of_one_name_do_not_collide():
+    def make(scale):
+        class Scaled(mg.Function):  # the same __name__ twice
+            @staticmethod
+            def forward(ctx, x):
+                ctx.save_for_backward(x)
+                return scale * x * x
+
+            @staticmethod
+            def backward(ctx, g):
+                (x,) = ctx.saved_tensors
+                return 2 * scale * np.asarray(x) * g
+        return Scaled
+    A, B = make(1.0), make(5.0)
+    mg.autograd.register_vjp(A, lambda g, out, x: (g * x * 2.0,))
+    x = mg.tensor(np.array([1.0, -2.0]), requires_grad=True)
+    (d1,) = mg.autograd.grad(A.apply(x).sum(), x, create_graph=True)
+    np.testing.assert_allclose(mg.autograd.grad(d1.sum(), x)[0].data, [2.0, 2.0])
+    with pytest.raises(RuntimeError, match="op 'Scaled' has no differentiable backward"):
+        mg.autograd.grad(B.apply(x).sum(), x, create_graph=True)  # B has no rule: A's is not taken for it
+    with pytest.raises(TypeError, match="Function subclass"):
+        mg.autograd.register_vjp("Scaled", lambda g, out, x: (g,))
+
+
+def test_make_node_takes_a_rule_or_a_plain_form_for_create_graph():
+    x = mg.tensor(np.array([0.3, 1.1]), requires_grad=True)
+
+    def square_rule(g, out, x):
+        return (2 * x * g,)
+
+    def with_rule(x):
+        return mg.make_node(x.data ** 2, (x,), None, "square", vjp=square_rule)
+
+    def with_reference(x):  # an array closure, and the plain form create_graph differentiates
+        return mg.make_node(x.data ** 2, (x,), lambda g: (2 * x.data * g,), "square", reference=lambda t: t * t)
+    for f in (with_rule, with_reference):
+        assert mg.gradgradcheck(f, x)
+    bare = mg.make_node(x.data ** 2, (x,), lambda g: (2 * x.data * g,), "bare_square")
+    with pytest.raises(RuntimeError, match="op 'bare_square' has no differentiable backward"):
+        mg.autograd.grad(bare.sum(), x, create_graph=True)

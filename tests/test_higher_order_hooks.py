@@ -1,6 +1,6 @@
 """Higher-order gradients meet the tools that wrap a node's backward: tensor hooks, retain_grad, trace() and
 anomaly mode. Under create_graph a hook sees the gradient as a Tensor with a graph (as torch's hooks do), and
-a wrapped closure still gives the double-backward rules the constants the op captured."""
+a wrapped rule still runs with the constants its op bound (the wrappers pass every argument through)."""
 import numpy as np
 import pytest
 
@@ -35,8 +35,8 @@ def test_hook_under_create_graph_sees_a_tensor_and_its_replacement_is_differenti
 
 
 @pytest.mark.parametrize("wrapper", ["trace", "detect_anomaly"])
-def test_double_backward_reads_captured_constants_through_a_wrapped_closure(wrapper):
-    # `x * 3.0` keeps its constant in its closure; trace() and anomaly mode wrap that closure
+def test_double_backward_through_a_wrapped_rule_keeps_its_constants(wrapper):
+    # `x * 3.0` binds its constant into its rule; trace() and anomaly mode wrap that rule
     ctx = mg.trace() if wrapper == "trace" else mg.autograd.detect_anomaly()
     with ctx:
         x = mg.tensor(_x(), requires_grad=True)

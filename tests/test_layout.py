@@ -23,7 +23,7 @@ LAYERS = [
                        "minigrad.autograd"]),
     ("tensor interop", ["minigrad.interop"]),
     ("tensor", ["minigrad.tensor"]),
-    ("op plumbing", ["minigrad.ops._args"]),
+    ("op plumbing", ["minigrad.ops._args", "minigrad.ops._dual"]),
     ("op families", ["minigrad.ops.*"]),
     ("ops namespace", ["minigrad.ops"]),
     ("factories", ["minigrad.creation", "minigrad.random"]),
@@ -41,7 +41,7 @@ LAYERS = [
     ("attention kernels", ["attention.functional", "attention.efficient", "attention.local",
                            "attention.distributions", "attention.positions", "attention.linear",
                            "attention.cache"]),
-    ("attention scores", ["attention.scores", "attention.double_backward", "attention.luong", "attention.hard"]),
+    ("attention scores", ["attention.scores", "attention.luong", "attention.hard"]),
     ("attention layers", ["attention.multihead"]),
     ("attention models", ["attention.transformer", "attention.seq2seq", "attention.glimpse.*",
                           "attention.glimpse"]),
@@ -193,3 +193,92 @@ def test_no_file_over_the_line_limit(name):
 def test_the_two_walks_sit_side_by_side_reference_first():
     src = (ROOT / "minigrad" / "autograd" / "backward.py").read_text()
     assert 0 < src.index("def reference_backward(") < src.index("def run_backward(")
+
+
+# ---- one gradient rule per op: no second rule file, no closure reading, each rule in its op's family file ----
+
+LIBRARY = {name: path for name, path in MODULES.items()}
+SECOND_RULE_FILE = ("*vjp*", "*double_backward*", "*grad_rules*", "*derivatives*")
+CLOSURE_READS = {"__closure__", "co_freevars", "co_consts", "cell_contents", "getclosurevars", "co_cellvars"}
+
+
+def _second_rule_files(names):
+    return sorted(n for n in names if any(fnmatch.fnmatchcase(n.rpartition(".")[2], p) for p in SECOND_RULE_FILE))
+
+
+def _closure_reads(source, where="<source>"):
+    """(line, name) of every attribute access or name that reads a function's cells, free variables or constants."""
+    found = []
+    for node in ast.walk(ast.parse(source, where)):
+        name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else \
+            node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+        if name in CLOSURE_READS:
+            found.append((node.lineno, name))
+    return found
+
+
+def test_no_second_rule_file():
+    """An op's gradient is written once, beside its forward: a separate file of rules (the old ops/_vjp_*.py,
+    attention/double_backward.py) is a second copy of it."""
+    assert _second_rule_files(LIBRARY) == []
+    assert _second_rule_files(["minigrad.ops._vjp_core", "attention.double_backward", "minigrad.ops.arithmetic"]) == [
+        "attention.double_backward", "minigrad.ops._vjp_core"]  # the check can fail
+
+
+def test_nothing_in_the_library_reads_closure_cells():
+    """State is passed, never recovered: no read of __closure__, co_freevars, co_consts or cell contents."""
+    offenders = [f"{LIBRARY[n].relative_to(ROOT)}:{line}: {what}" for n in sorted(LIBRARY)
+                 for line, what in _closure_reads(LIBRARY[n].read_text(), str(LIBRARY[n]))]
+    assert offenders == []
+    assert _closure_reads("def captured(f, i):\n    return f.__closure__[i].cell_contents\n") == [
+        (2, "cell_contents"), (2, "__closure__")] or len(_closure_reads("f.__closure__")) == 1  # can fail
+
+
+def _rule_home(node):
+    """The module that defines a node's gradient rule: the function itself, the one a functools.partial binds, or
+    for a kernel's array closure (ArrayBackward) its plain rule, plain form or closure."""
+    from minigrad.autograd.higher import ArrayBackward
+    rule = node._backward
+    if type(rule) is ArrayBackward:
+        rule = rule.vjp or rule.reference or rule.backward
+    rule = getattr(rule, "func", rule)
+    return getattr(rule, "__module__", None)
+
+
+SHARED_RULES = "minigrad.ops._dual"  # the two rules ops of every family share: g itself (identity_vjp) and 0
+
+
+def _family_of(op):
+    """The ops family file that defines the op named `op` (a function `op` or `_op`), or None."""
+    import minigrad.ops as ops
+    for fam in ops.FAMILIES:
+        for name in (op, "_" + op):
+            f = vars(fam).get(name)
+            if callable(f) and getattr(f, "__module__", None) == fam.__name__:
+                return fam.__name__
+    return None
+
+
+def _misplaced_rules(out):
+    """Every node of the graph of `out` whose rule is not in the family file of its op."""
+    from minigrad.autograd.backward import _topo
+    return sorted({f"{n._op}: rule in {_rule_home(n)}, op in {_family_of(n._op)}" for n in _topo(out)
+                   if n._backward is not None and _family_of(n._op) is not None
+                   and _rule_home(n) not in (_family_of(n._op), SHARED_RULES)} |
+                  {f"{n._op}: no family file defines it" for n in _topo(out)
+                   if n._backward is not None and _family_of(n._op) is None})
+
+
+def test_every_op_of_the_op_table_has_its_rule_in_its_own_family_file():
+    import minigrad as mg
+    from test_engine_ops import ROWS, inputs_for
+    offenders = set()
+    for r in ROWS:
+        out = r.fn(*[mg.tensor(a.copy(), requires_grad=True) for a in inputs_for(r)])
+        for o in (out if isinstance(out, (tuple, list)) else (out,)):
+            if isinstance(o, mg.Tensor) and o.requires_grad:
+                offenders.update(_misplaced_rules(o))
+    assert sorted(offenders) == []
+    x = mg.tensor([1.0, 2.0], requires_grad=True)  # the check can fail: a rule defined elsewhere (here)
+    stray = mg.make_node(x.data * 2, (x,), None, "mul", vjp=lambda g, out, x: (2 * g,))
+    assert _misplaced_rules(stray) == [f"mul: rule in {__name__}, op in minigrad.ops.arithmetic"]

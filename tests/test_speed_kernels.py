@@ -1,5 +1,5 @@
 """The speed kernels: BLAS row/column sums (minigrad/blas.py) and backward closures that work in a gradient
-buffer the engine owns (tensor.in_place_backward).
+buffer the engine owns (rules declared autograd.saves(..., in_place=True)).
 
 Each kernel: forward against NumPy, a float64 gradcheck with a random upstream gradient at sizes past the
 BLAS threshold (so the fast path runs), broadcasting where it applies; each in-place backward: it never
@@ -13,7 +13,7 @@ import pytest
 
 import minigrad as mg
 from minigrad.fast import blas
-from minigrad.autograd.backward import _IN_PLACE
+from minigrad.autograd.backward import _in_place
 
 ROWS = blas.MIN_ROWS + 4  # enough rows for the BLAS path
 
@@ -247,16 +247,17 @@ def every_size_in_place(monkeypatch):
 
 
 def _spy_op():
-    """An op y = 2 x whose in-place backward records the `owned` flag the engine passed."""
-    from minigrad.autograd import in_place_backward
+    """An op y = 2 x whose in-place rule records the `owned` flag the engine passed."""
+    from minigrad.autograd import saves
     seen = []
 
-    @in_place_backward
+    @saves(in_place=True)
+    def rule(g, out, x, owned=False):
+        seen.append(owned)
+        return (g * 2,)
+
     def double(x):
-        def backward(g, owned=False):
-            seen.append(owned)
-            return (g * 2,)
-        return mg.make_node(x.data * 2, (x,), backward, "double")
+        return mg.make_node(x.data * 2, (x,), None, "double", vjp=rule)
     return double, seen
 
 
@@ -292,7 +293,7 @@ IN_PLACE_OPS = [  # each op's closure is registered, and each case runs below a 
 def test_in_place_backward_is_registered_and_right(op):
     x = leaf(ROWS, 6)
     y = op(x)
-    assert y._backward.__code__ in _IN_PLACE, "the op's closure should take the owned gradient"
+    assert _in_place(y._backward), "the op's rule should be declared to take the owned gradient"
     w = mg.tensor(rand(ROWS, 6, seed=4))
     assert mg.gradcheck(lambda x: op(x) * w, x)           # owned g (w * g is fresh)
     assert mg.gradcheck(lambda x: op(op(x * 0.3) * 2.0) * w, x)  # a chain of owned, passed-through buffers

@@ -8,4 +8,4 @@ from .grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled  
 from .anomaly import AnomalyError, detect_anomaly, is_anomaly_enabled, set_detect_anomaly  # noqa: F401
 from .hooks import RemovableHandle  # noqa: F401
 from . import functional  # noqa: F401  (hvp, jacobian, hessian, vjp)
-from .higher import captured, grad, has_captured, recompute_vjp, register_vjp  # noqa: F401
+from .higher import ArrayBackward, grad, recompute_vjp, register_vjp  # noqa: F401

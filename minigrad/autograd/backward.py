@@ -55,7 +55,7 @@ def _topo(root, stop=()):
 def _count_error(op, pgrads, parents):
     """make_node's contract is one gradient (or None) per parent: the error for a backward that broke it."""
     many = "more" if len(pgrads) > len(parents) else "fewer"
-    return ValueError(f"backward: the backward closure of op '{op}' returned {many} gradients than the op has "
+    return ValueError(f"backward: the gradient rule of op '{op}' returned {many} gradients than the op has "
                       f"parents ({len(pgrads)} for {len(parents)}); make_node needs exactly one per parent "
                       f"(None for none)")
 
@@ -228,13 +228,19 @@ def run_backward(root, grad, retain_graph=False):
                     g_owned = g.size >= _IN_PLACE_MIN_SIZE
                 else:
                     g_owned = False
-                # the rule, on arrays (one and two inputs spelled out: they are most nodes)
-                if len(parents) == 1:
-                    x = parents[0].data
-                    pgrads = rule(g, node.data, x, owned=True) if g_owned and _in_place(rule) else rule(g, node.data, x)
-                elif len(parents) == 2 and parents[0].requires_grad and parents[1].requires_grad:
-                    pgrads = rule(g, node.data, parents[0].data, parents[1].data)
-                else:  # `need`: which inputs want a gradient (a rule may skip the others)
+                # the rule, on arrays (one and two inputs spelled out: they are most nodes, and the list costs)
+                if len(parents) == 2:
+                    a, b = parents
+                    if a.requires_grad and b.requires_grad:
+                        pgrads = rule(g, node.data, a.data, b.data)
+                    else:  # `need`: which inputs want a gradient (a rule may skip the others)
+                        pgrads = rule(g, node.data, a.data, b.data, need=(a.requires_grad, b.requires_grad))
+                elif len(parents) == 1:
+                    if g_owned and _in_place(rule):  # g is this node's own buffer: the rule may work in it
+                        pgrads = rule(g, node.data, parents[0].data, owned=True)
+                    else:
+                        pgrads = rule(g, node.data, parents[0].data)
+                else:
                     pgrads = rule(g, node.data, *[p.data for p in parents], need=tuple(p.requires_grad for p in parents))
             for p, pg in zip(parents, pgrads, strict=True):  # one gradient per parent (B1)
                 if not p.requires_grad:
@@ -260,7 +266,7 @@ def run_backward(root, grad, retain_graph=False):
                             grads[p] = pg
                             if fresh:
                                 owned.add(p)
-                        elif p in owned and type(prev) is np.ndarray:
+                        elif type(prev) is np.ndarray and p in owned:
                             prev += pg  # safe: the engine made prev and handed it to no one yet
                         else:
                             grads[p] = prev + pg  # the reference walk's sum, in a new buffer the engine owns

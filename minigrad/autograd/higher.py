@@ -1,13 +1,12 @@
 """The walk that differentiates a backward: gradients as Tensors with a graph (create_graph=True), and grad().
 
-The first-order walks in backward.py call each node's array closure `_backward(g)`: fast, but the arrays it
-returns carry no graph, so they cannot be differentiated again. This walk is the same reverse sweep over
-the same nodes, but it calls each node's *differentiable* backward instead: a rule `vjp(node, g)` written in
-Tensor ops, looked up by the node's op name in `VJPS`. Its results are ordinary Tensors, so what it builds is
-a graph too, and differentiating that (a second backward) needs nothing new. The rules live with the ops
-(minigrad/ops/_vjp_*.py, and attention's kernels register theirs with `register_vjp`); an op without one
-raises an error naming it, never a silent zero. Nothing here runs unless create_graph=True (or grad()) is
-asked for: Tensor.backward() without it still takes run_backward, unchanged.
+It is backward.py's reverse sweep once more, over the same nodes and their same rules: each node's rule
+vjp(g, out, *inputs) is called with Tensors (the gradient, the node itself, its parents) under grad mode, so
+what it computes is recorded, and the gradients it returns are a graph that a second backward differentiates
+with nothing new (HIPS autograd's vjps and torch's derivatives.yaml formulas work so). A fused kernel's node
+has an array closure instead: ArrayBackward differentiates its plain form (reference=, recompute_vjp) or its
+rule (vjp=); a node with neither raises an error naming its op, never a silent zero. Nothing here runs unless
+create_graph=True (or grad()) is asked for: Tensor.backward() without it takes run_backward.
 
 Like backward.py this file is duck-typed: it works on anything with data, requires_grad, _parents, _backward
 and _op, and makes a Tensor from an array with `type(node)(array)`, so it imports nothing above it.
@@ -20,57 +19,19 @@ from . import versions as _versions
 from .backward import Scatter, _check_alive, _count_error, _freed, _topo, _unbroadcast, call_rule
 from .versions import _check_versions
 
-VJPS = {}  # op name -> vjp(node, g): one Tensor (or None) per parent, each shaped like it or broadcast to g
+VJPS = {}  # a minigrad.Function subclass -> its rule for create_graph (register_vjp)
 
 
 def register_vjp(op, rule):
-    """Give op `op` (the name its nodes carry, node._op) a differentiable backward `rule(node, g)`.
-
-    `g` is a Tensor shaped like the node's output; the rule returns one Tensor (or None) per parent, written
-    in Tensor ops so that it is itself differentiable. It may read the node's parents (node._parents), the
-    node itself (its output, as a Tensor in the graph) and what the op's array closure captured
-    (`captured(node, name)`). Returns the rule, so it can be used as a decorator factory's result.
-    """
+    """Give the user op `op` (a minigrad.Function subclass, the class itself: two ops of one name never meet) a
+    differentiable rule(g, out, *inputs) -> one gradient per Tensor input, written in Tensor ops: create_graph
+    and autograd.grad run it instead of the op's array backward. Returns the rule."""
+    if not isinstance(op, type):
+        raise TypeError(f"register_vjp: expected the op's minigrad.Function subclass (the class itself), got "
+                        f"{op!r}; an op made with make_node takes its rule as make_node(..., vjp=rule) or its plain "
+                        f"form as reference=")
     VJPS[op] = rule
     return rule
-
-
-def vjp_rule(*ops):
-    """Decorator: register the decorated function as the rule of each op name in `ops` (register_vjp)."""
-    def deco(fn):
-        for op in ops:
-            register_vjp(op, fn)
-        return fn
-    return deco
-
-
-def _own_closure(node):
-    """The op's own backward closure: a hook, the profiler and anomaly mode wrap it (each sets __wrapped__)."""
-    fn = node._backward
-    while hasattr(fn, "__wrapped__"):
-        fn = fn.__wrapped__
-    return fn.backward if type(fn) is ArrayBackward else fn
-
-
-def captured(node, name):
-    """The value the node's backward closure captured under `name` (an axis, a shape, an index ...).
-
-    The first-order closures already keep every constant their backward needs; reading it from the closure
-    costs the first-order path nothing (no extra attribute stored per node)."""
-    fn = _own_closure(node)
-    if fn is _freed:
-        _check_alive(node, "double backward")
-    code = getattr(fn, "__code__", None)
-    if code is None or name not in code.co_freevars:
-        raise RuntimeError(f"double backward of '{node._op}': its backward closure holds no '{name}' "
-                           f"(the op changed without its rule in minigrad/ops/_vjp_*.py)")
-    return fn.__closure__[code.co_freevars.index(name)].cell_contents
-
-
-def has_captured(node, name):
-    """True if the node's backward closure captured `name` (tells an op's cases apart)."""
-    code = getattr(_own_closure(node), "__code__", None)
-    return code is not None and name in code.co_freevars
 
 
 def recompute_vjp(fn, g, inputs):
@@ -79,8 +40,6 @@ def recompute_vjp(fn, g, inputs):
 
     Each input slot gets a stand-in of its own (a reshape to its own shape: a new node on top of it), so a
     tensor passed twice (attention of x with itself) gets each slot's partial gradient, not the total twice."""
-    if hasattr(fn, "_parents"):  # (transitional: the old files' recompute_vjp(node, g, fn))
-        fn, inputs = inputs, fn._parents
     slots = [p.reshape(p.shape) if p.requires_grad else p for p in inputs]
     want = [s for s in slots if s.requires_grad]
     got = dict(zip(want, walk([fn(*slots)], [g], want, create_graph=True, allow_unused=True, partial=True)))
@@ -106,13 +65,9 @@ class ArrayBackward:
             return self.vjp(g, out, *inputs) if need is None else self.vjp(g, out, *inputs, need=need)
         if self.reference is not None:
             return recompute_vjp(self.reference, g, inputs)
-        return VJPS.get(self.op, _no_rule)(out, g)  # (transitional: a rule in the old files)
-
-
-def _no_rule(node, g=None):
-    raise RuntimeError(f"double backward: op '{node._op}' has no differentiable backward yet, so a gradient "
-                       f"through it cannot carry a graph (create_graph=True); its first-order gradient works. "
-                       f"Write it in Tensor ops and give it with minigrad.autograd.register_vjp('{node._op}', rule)")
+        raise RuntimeError(f"double backward: op '{self.op}' has no differentiable backward, so a gradient through it "
+                           f"cannot carry a graph (create_graph=True); its first-order gradient works. Give its "
+                           f"make_node a rule (vjp=) or its plain form in ops (reference=)")
 
 
 def _sum_to(g, shape):
@@ -155,8 +110,8 @@ def walk(roots, grads, inputs=None, create_graph=False, retain_graph=None, allow
     which is an error unless allow_unused), touching no .grad, as torch.autograd.grad. partial=True stops
     at the inputs (the gradient along paths that avoid the other inputs: what a fused kernel's rule needs
     when it recomputes its reference form on its parents, which may depend on each other).
-    With create_graph each node's rule `VJPS[node._op]` runs (grad mode on) and the graph is kept; without it,
-    each node's array closure runs, and the graph is freed unless retain_graph.
+    With create_graph each node's rule runs on Tensors (grad mode on) and the graph is kept; without it, on
+    arrays, and the graph is freed unless retain_graph.
     """
     if retain_graph is None:
         retain_graph = create_graph

@@ -1,7 +1,8 @@
-"""The ops: every differentiable primitive, one family a file, each forward with its backward closure below it.
+"""The ops: every differentiable primitive, one family a file, each op's gradient rule right before its forward.
 
     arithmetic.py   add sub mul div pow neg            elementwise.py  exp log tanh relu gelu clamp where ...
-    reduce.py       sum mean var max logsumexp ...     shape.py        reshape transpose [] cat stack pad ...
+    reduce.py       sum mean var max logsumexp ...     shape.py        reshape transpose cat stack pad ...
+    indexing.py     [] gather split chunk masked_select
     linalg.py       matmul einsum outer tril triu      fused.py        softmax log_softmax linear layer_norm
     recurrent.py    gru_sequence lstm_sequence                         cross_entropy gru_cell (one node each)
     function.py     Function: define your own op       _args.py        the argument checks they share
@@ -11,8 +12,7 @@ methods in `METHODS`. This file is the namespace `minigrad.ops` and the only cod
 class: it binds the operators (x + y is add(x, y)) and those methods (x.exp() is exp(x)).
 """
 from ..tensor import Tensor
-from . import arithmetic, elementwise, fused, linalg, recurrent, reduce, shape
-from . import _vjp_core, _vjp_fused, _vjp_shape  # noqa: F401  (register each op's double backward)
+from . import arithmetic, elementwise, fused, indexing, linalg, recurrent, reduce, shape
 from ._args import _with_keepdim, as_tensor, data_of  # noqa: F401
 from .arithmetic import *  # noqa: F401,F403
 from .arithmetic import rdiv, rfloordiv, rpow, rremainder, rsub
@@ -23,9 +23,10 @@ from .linalg import *  # noqa: F401,F403
 from .recurrent import *  # noqa: F401,F403
 from .reduce import *  # noqa: F401,F403
 from .shape import *  # noqa: F401,F403
-from .shape import getitem
+from .indexing import *  # noqa: F401,F403
+from .indexing import getitem
 
-FAMILIES = (arithmetic, elementwise, reduce, shape, linalg, fused, recurrent)
+FAMILIES = (arithmetic, elementwise, reduce, shape, indexing, linalg, fused, recurrent)
 __all__ = tuple(name for fam in FAMILIES for name in fam.__all__) + ("as_tensor", "Function", "Context")
 
 # every reduction takes PyTorch's keepdim= beside NumPy's keepdims= (one wrapper maps it)

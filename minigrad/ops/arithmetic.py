@@ -17,7 +17,7 @@ from ..autograd.backward import saves
 from ..dtypes import floating, promote, wrap_int
 from ..tensor import Tensor, make_node
 from ._args import _F64, _binary, _scalar, _shapes_broadcast, _with_scalar, as_tensor
-from ._dual import log, value, where, zeros_like
+from ._dual import identity_vjp, log, value, where, zero_vjp, zeros_like
 
 # the ops of this file: minigrad.ops (and minigrad) export __all__; Tensor gets METHODS as methods
 __all__ = ("add", "sub", "mul", "div", "pow", "neg", "floor_divide", "remainder")
@@ -32,11 +32,6 @@ def _add_vjp(g, out, a, b, need=(True, True)):  # d(a + b) = (g, g)
 
 
 _add_vjp.forward = np.add  # each rule's array forward, for minigrad.compile's tape (docs/compile.md)
-
-
-@saves()
-def _identity_vjp(g, out, x):  # d(x + c) = g (and clone's, cumsum's of one entry ...)
-    return (g,)
 
 
 def add(a, b):
@@ -57,7 +52,7 @@ def add(a, b):
             out = a.data + wrap_int(s, a.data.dtype)
         if out.dtype is _F64 and a.data.dtype.kind != "f":  # int + float: see _with_scalar (inlined: hot)
             out = _with_scalar(a, s) + s
-        return make_node(out, (a,), None, "add", vjp=_identity_vjp)
+        return make_node(out, (a,), None, "add", vjp=identity_vjp)
     a, b = as_tensor(a), as_tensor(b)
     return make_node(_binary("add", a, b, np.add), (a, b), None, "add", vjp=_add_vjp)
 
@@ -80,7 +75,7 @@ def sub(a, b):
             out = a.data - wrap_int(s, a.data.dtype)
         if out.dtype is _F64 and a.data.dtype.kind != "f":  # int - float: see _with_scalar (inlined: hot)
             out = _with_scalar(a, s) - s
-        return make_node(out, (a,), None, "sub", vjp=_identity_vjp)
+        return make_node(out, (a,), None, "sub", vjp=identity_vjp)
     a, b = as_tensor(a), as_tensor(b)
     return make_node(_binary("sub", a, b, np.subtract), (a, b), None, "sub", vjp=_sub_vjp)
 
@@ -258,18 +253,13 @@ def _operand(a, b):
     return Tensor(np.asarray(s, dtype=dt))
 
 
-@saves()
-def _floor_divide_vjp(g, out, a, b, need=(True, True)):  # piecewise constant: slope 0 for both
-    return zeros_like(g), zeros_like(g)
-
-
 def floor_divide(a, b):
     """floor(a / b) elementwise (x // y), as torch.floor_divide; piecewise constant: its gradient is 0."""
     a = as_tensor(a)
     b = _operand(a, b)
     with np.errstate(divide="ignore", invalid="ignore"):
         out = _binary("floor_divide", a, b, np.floor_divide)
-    return make_node(out, (a, b), None, "floor_divide", vjp=_floor_divide_vjp)
+    return make_node(out, (a, b), None, "floor_divide", vjp=zero_vjp)
 
 
 @saves("inputs")

@@ -16,8 +16,7 @@ from ..fast.blas import const
 from ..tensor import Tensor, make_node
 from ._args import _all_finite, as_tensor
 from . import _dual
-from .arithmetic import _identity_vjp
-from .shape import nonzero
+from .indexing import nonzero
 
 # the ops of this file: minigrad.ops (and minigrad) export __all__; Tensor gets METHODS as methods
 __all__ = ("exp", "log", "sqrt", "abs", "tanh", "sigmoid", "relu", "softplus", "gelu", "sin", "cos", "log1p",
@@ -161,31 +160,24 @@ except ImportError:  # pragma: no cover - depends on the machine
         return np.asarray(_erf_scalar(x), dtype=x.dtype)  # asarray: a 0-d input gives back a Python float
 
 
-_INV_SQRT_2PI = 1 / math.sqrt(2 * math.pi)
+def _normal_pdf(x, _inv_sqrt_2pi=1 / math.sqrt(2 * math.pi)):
+    return _dual.exp(x * x * -0.5) * _inv_sqrt_2pi
 
 
-def _normal_cdf_vjp(g, out, x):  # d Phi = phi(x) = e^(-x^2 / 2) / sqrt(2 pi)
-    return (g * (_dual.exp(x * x * -0.5) * _INV_SQRT_2PI),)
-
-
-def _normal_cdf(x):
-    """Phi(x), the standard normal's cumulative distribution (gelu's exact slope needs it as a node)."""
-    x = as_tensor(x)
-    return make_node(0.5 * (1 + _erf(x.data / math.sqrt(2))), (x,), None, "normal_cdf", vjp=_normal_cdf_vjp)
+def _normal_cdf(x):  # Phi(x) as a node (gelu's slope on Tensors), its rule phi(x)
+    return make_node(0.5 * (1 + _erf(x.data / math.sqrt(2))), (x,), None, "normal_cdf",
+                     vjp=lambda g, out, x: (g * _normal_pdf(x),))
 
 
 def _gelu_vjp(approximate, g, out, x):
-    """gelu's plain rule: g times its slope, Phi(x) + x phi(x) (the tanh form: 0.5 (1 + t) + 0.5 x (1 - t^2) u',
-    t = tanh(u)). create_graph runs it; backward() runs the kernel's closure, which reuses the forward's t or
-    Phi (tests/test_fused_reference.py holds the two equal)."""
+    """gelu's plain rule: g (Phi(x) + x phi(x)), or for the tanh form g (0.5 (1 + t) + 0.5 x (1 - t^2) u'),
+    t = tanh(u); create_graph runs it, backward() the kernel's closure, which reuses the forward's t or Phi."""
     if approximate == "tanh":
         k, c = _SQRT_2_OVER_PI, 0.044715
-        t = (k * (x + c * (x * x * x))).tanh() if isinstance(x, Tensor) else np.tanh(k * (x + c * x ** 3))
-        slope = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * (k * (1 + 3 * c * x * x))
-    else:
-        cdf = _normal_cdf(x) if isinstance(x, Tensor) else 0.5 * (1 + _erf(x / math.sqrt(2)))
-        slope = cdf + x * (_dual.exp(x * x * -0.5) * _INV_SQRT_2PI)
-    return (g * slope,)
+        t = _dual.tanh(k * (x + c * (x * x * x)))
+        return (g * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * (k * (1 + 3 * c * x * x))),)
+    cdf = _normal_cdf(x) if isinstance(x, Tensor) else 0.5 * (1 + _erf(x / math.sqrt(2)))
+    return (g * (cdf + x * _normal_pdf(x)),)
 
 
 def gelu(a, approximate="none"):
@@ -270,13 +262,6 @@ def _masked_fill_vjp(m, g, out, x):  # the filled places get no gradient
     return (_dual.where(m, np.zeros((), g.dtype), g),)
 
 
-def _broadcast_or_none(*shapes):
-    try:
-        return np.broadcast_shapes(*shapes)
-    except ValueError:
-        return None
-
-
 def astype(a, dtype):
     """Cast to `dtype` (as ndarray.astype); backward: g cast back to the input's dtype."""
     a = as_tensor(a)
@@ -290,6 +275,13 @@ def _astype_vjp(g, out, x):  # g cast back to the input's dtype
 
 
 # ---- PyTorch's further elementwise functions ---------------------------------------------------------
+
+def _broadcast_or_none(*shapes):
+    try:
+        return np.broadcast_shapes(*shapes)
+    except ValueError:
+        return None
+
 
 def _bound(x, name, a):
     """A clamp bound: None, a number, an array (constants) or a Tensor (which gets its gradient, as in torch)."""
@@ -339,14 +331,9 @@ def _clamp(x, lo, hi):
 def _clamp_vjp(has_lo, has_hi, g, out, x, *bounds, need=None):  # 1 for x inside [min, max], else for the bound taken
     xd, bd = _dual.value(x), [_dual.value(b) for b in bounds]
     _, lo, hi = _clamp(xd, bd[0] if has_lo else None, bd[-1] if has_hi else None)
-    keep, take_lo = True, False  # where the gradient goes: x, the min, else the max (the masks are constants)
-    if has_lo:
-        keep = xd >= lo
-        take_lo = ~keep
-    if has_hi:
-        keep = keep & (xd <= hi)
-        if has_lo:
-            take_lo = take_lo & (bd[0] <= hi)
+    low = ~(xd >= lo) if has_lo else np.zeros((), bool)  # the gradient goes to: the min where it was taken,
+    keep = ~low & (xd <= hi) if has_hi else ~low          # x where it was kept, else the max (constant masks)
+    take_lo = low & (bd[0] <= hi) if has_lo and has_hi else low
     need = need or (True,) * (1 + len(bounds))
     grads = [g * keep if need[0] else None]
     if has_lo:
@@ -408,15 +395,10 @@ def _expm1_vjp(g, out, x):  # d (e^x - 1) = e^x
     return (g * (out + 1),)
 
 
-@saves()
-def _flat_vjp(g, out, x):  # piecewise constant: slope 0
-    return (_dual.zeros_like(g),)
-
-
 def _zero_grad_op(f, op):
     def fn(a):
         a = as_tensor(a)
-        return make_node(f(a.data), (a,), None, op, vjp=_flat_vjp)
+        return make_node(f(a.data), (a,), None, op, vjp=_dual.zero_vjp)
     fn.__name__ = fn.__qualname__ = op
     fn.__doc__ = f"{op} elementwise; its gradient is zero everywhere (as torch.{op})."
     return fn
@@ -430,7 +412,7 @@ ceil = _zero_grad_op(np.ceil, "ceil")
 def round(a, decimals=0):
     """Round half to even (as torch.round and NumPy); its gradient is zero everywhere."""
     a = as_tensor(a)
-    return make_node(np.round(a.data, decimals), (a,), None, "round", vjp=_flat_vjp)
+    return make_node(np.round(a.data, decimals), (a,), None, "round", vjp=_dual.zero_vjp)
 
 
 def _extremum(op, f, a, b):
@@ -468,4 +450,4 @@ def minimum(a, b):
 def clone(a):
     """A copy that stays in the graph, as torch's clone (x.detach().clone() for one that does not)."""
     a = as_tensor(a)
-    return make_node(a.data.copy(), (a,), None, "clone", vjp=_identity_vjp)  # the identity: g passes through
+    return make_node(a.data.copy(), (a,), None, "clone", vjp=_dual.identity_vjp)  # the identity: g passes through

@@ -17,11 +17,20 @@ Like torch.autograd.Function: subclass, write two static methods, call `.apply`:
 Tensor arguments arrive as arrays (pass them positionally; a Tensor given by keyword is refused);
 every other argument passes through unchanged. backward returns, per Tensor input, None or a gradient
 (an array, or a Tensor, taken for its values) shaped like that input, or like the output when the input
-broadcast to it; any other shape is an error. The engine does the rest (accumulation, unbroadcasting),
-so nothing in the engine changes.
+broadcast to it; any other shape is an error. The engine does the rest (accumulation, unbroadcasting).
+
+Second derivatives (create_graph=True, autograd.grad): a backward written in operations that arrays and
+Tensors share (Cube's above is) says so with `differentiable_backward = True`; create_graph then calls it
+with Tensors: g, and for each array it saved that is one of the op's inputs or its output, that Tensor (what
+else it saved stays a constant). For a backward that needs NumPy itself, give the op a rule in ops with
+`minigrad.autograd.register_vjp(TheFunction, rule)`, rule(g, out, *inputs) as make_node's vjp. An op with
+neither raises an error naming it under create_graph (its first order works as ever).
 """
+from functools import partial
+
 import numpy as np
 
+from ..autograd.higher import VJPS
 from ..tensor import Tensor, make_node
 
 
@@ -41,6 +50,8 @@ class Context:
 
 class Function:
     """Base class for user-defined ops; see the module docstring."""
+
+    differentiable_backward = False  # True: backward runs on Tensors too (create_graph differentiates it)
 
     @staticmethod
     def forward(ctx, *args, **kwargs):
@@ -92,7 +103,28 @@ class Function:
                 # the engine may add into a gradient it owns; these may be shared with ctx, so hand out views
                 checked.append(gr.view())
             return checked
-        return make_node(out, tensors, backward, cls.__name__)
+        saved_from = [t.data for t in tensors] + [out]  # what ctx may have saved that create_graph swaps for Tensors
+        return make_node(out, tensors, backward, cls.__name__, vjp=partial(_tensor_backward, cls, ctx, saved_from))
+
+
+def _tensor_backward(cls, ctx, arrays, g, out, *inputs, need=None):
+    """A Function's rule under create_graph: its register_vjp rule, or its own backward with Tensors (each saved
+    array that was an input or the output replaced by that Tensor), else an error naming it."""
+    rule = VJPS.get(cls)
+    if rule is not None:
+        return rule(g, out, *inputs)
+    if not cls.differentiable_backward:
+        raise RuntimeError(f"double backward: op '{cls.__name__}' has no differentiable backward, so a gradient "
+                           f"through it cannot carry a graph (create_graph=True); its first-order gradient works. "
+                           f"Write its backward in ops that arrays and Tensors share and set "
+                           f"differentiable_backward = True, or give it a rule with "
+                           f"minigrad.autograd.register_vjp({cls.__name__}, rule)")
+    as_tensor = {id(a): t for a, t in zip(arrays, inputs + (out,))}
+    ctx2 = Context(ctx.needs_input_grad)
+    ctx2.__dict__.update(ctx.__dict__)
+    ctx2.saved_tensors = tuple(as_tensor.get(id(a), a) for a in ctx.saved_tensors)
+    grads = cls.backward(ctx2, g)
+    return grads if isinstance(grads, (tuple, list)) else (grads,)
 
 
 def _broadcasts(shape, target):

@@ -19,7 +19,8 @@ from ._dual import exp as _exp, rowdot as _rowdot, rowsum as _rowsum
 from .elementwise import _sigmoid, sigmoid, tanh
 from .linalg import matmul
 from .reduce import _lse, logsumexp, mean
-from .shape import getitem, transpose
+from .indexing import getitem
+from .shape import transpose
 
 # the ops of this file: minigrad.ops (and minigrad) export __all__; Tensor gets METHODS as methods
 __all__ = ("softmax", "log_softmax", "linear", "cross_entropy", "layer_norm", "gru_cell")

@@ -13,11 +13,11 @@ from ..autograd.backward import saves
 from ..dtypes import floating
 from ..fast.blas import rowmax, rowsum
 from ..tensor import Tensor, make_node
-from .arithmetic import _identity_vjp
 from ._args import _axis, _check_axis, _norm_axes, _reduce_axis, as_tensor, data_of
 from . import _dual
 from .elementwise import where
-from .shape import gather, reshape, stack
+from .indexing import gather
+from .shape import reshape, stack
 
 # the ops of this file: minigrad.ops (and minigrad) export __all__; Tensor gets METHODS as methods
 __all__ = ("sum", "mean", "var", "std", "max", "min", "amax", "amin", "logsumexp", "argmax", "argmin", "prod",
@@ -259,7 +259,7 @@ def cumsum(a, axis=None, dim=None):
         raise TypeError("cumsum: dim (or axis) is required")
     if a.ndim == 0:
         _check_axis("cumsum", axis, 1, a.shape)
-        return make_node(a.data.copy(), (a,), None, "cumsum", vjp=_identity_vjp)
+        return make_node(a.data.copy(), (a,), None, "cumsum", vjp=_dual.identity_vjp)
     axis = _check_axis("cumsum", axis, a.ndim, a.shape)
     return make_node(np.cumsum(a.data, axis=axis), (a,), None, "cumsum", vjp=partial(_cumsum_vjp, axis))
 

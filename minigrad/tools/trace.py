@@ -7,8 +7,8 @@
     # backward time, and the norm of the gradient that reached the op's output in backward
     tr.rows          # the same rows as dicts;  tr.by_op() sums them per op
 
-How: while a trace is active, every node the engine makes (tensor.make_node) is recorded, and its backward
-closure is wrapped in a timer. An op's forward time runs from the moment its public function was called
+How: while a trace is active, every node the engine makes (tensor.make_node) is recorded, and its gradient
+rule is wrapped in a timer. An op's forward time runs from the moment its public function was called
 (the public functions of minigrad's op modules and of the attention package, and Module.__call__, are
 wrapped for the duration) to the moment its node was made; inside a composite or a module, a node is timed
 from the previous node the same call made; a node made outside all of these shows no forward time. Nothing is changed outside the `with` block.
@@ -34,7 +34,7 @@ class Trace:
 
     # ---- called by the engine --------------------------------------------------------------
     def node(self, data, parents, backward, op):
-        """Record a node made by tensor.make_node; returns the backward closure, wrapped in a timer."""
+        """Record a node made by tensor.make_node; returns its gradient rule, wrapped in a timer."""
         if self._prev is not None:  # anomaly mode was on: it checks this node too
             backward = self._prev.node(data, parents, backward, op)
         now = time.perf_counter()
