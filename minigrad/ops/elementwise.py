@@ -80,13 +80,10 @@ def abs(a):
     return make_node(np.abs(a.data), (a,), None, "abs", vjp=_abs_vjp)
 
 
-@saves("out", in_place=True)
+@saves("out", in_place=True, forward=lambda x: np.tanh(floating(x)))
 def _tanh_vjp(g, out, x, owned=False):  # d tanh = 1 - tanh^2; in g's own buffer when the engine owns it
     d = 1 - out * out
     return (np.multiply(g, d, out=g) if owned and g.dtype == d.dtype else g * d,)
-
-
-_tanh_vjp.forward = lambda x: np.tanh(floating(x))  # noqa: E731
 
 
 def tanh(a):
@@ -119,13 +116,10 @@ def sigmoid(a):
     return make_node(_sigmoid(floating(a.data)), (a,), None, "sigmoid", vjp=_sigmoid_vjp)
 
 
-@saves("inputs", in_place=True)
+@saves("inputs", in_place=True, forward=lambda x: np.maximum(x, const(0, x.dtype) if x.dtype.kind == "f" else 0))
 def _relu_vjp(g, out, x, owned=False):  # relu'(x) = 1 where x > 0, else 0 (relu'(0) = 0)
     above = x > (const(0, x.dtype) if x.dtype.kind == "f" else 0)  # (a 0-d array: cheaper than 0, blas.const)
     return (np.multiply(g, above, out=g) if owned else g * above,)
-
-
-_relu_vjp.forward = lambda x: np.maximum(x, const(0, x.dtype) if x.dtype.kind == "f" else 0)  # noqa: E731
 
 
 def relu(a):

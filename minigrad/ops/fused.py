@@ -14,7 +14,7 @@ from ..autograd.backward import saves
 from ..dtypes import floating
 from ..fast.blas import arange, colsum, const, rowdot, rowmax, rowsum
 from ..tensor import Tensor, make_node
-from ._args import _all_finite, _axis, _norm_axes, as_tensor, class_rows, from_rows
+from ._args import _all_finite, _axis, _norm_axes, as_tensor, class_rows, from_rows, weight_bias
 from ._dual import exp as _exp, rowdot as _rowdot, rowsum as _rowsum
 from .elementwise import _sigmoid, sigmoid, tanh
 from .linalg import matmul
@@ -46,7 +46,18 @@ def softmax_reference(x, axis=-1):
     return e / e.sum(axis, keepdims=True)
 
 
-@saves("out", in_place=True)
+def _softmax_forward(axis, x):
+    """softmax's arrays: x - max, exp, / sum, in one (..., N) buffer."""
+    x = floating(x)
+    last = axis is not None and axis == x.ndim - 1
+    m = rowmax(x) if last else x.max(axis=axis, keepdims=True)
+    out = np.subtract(x, m, out=np.empty_like(x))  # an array even for 0-d
+    np.exp(out, out=out)
+    out /= rowsum(out) if last else out.sum(axis=axis, keepdims=True)  # in place: one (..., N) buffer
+    return out
+
+
+@saves("out", in_place=True, forward=_softmax_forward)
 def _softmax_vjp(axis, g, out, x, owned=False):  # d softmax: y (g - sum(g y)); in g's own buffer when it may
     s = _rowdot(g, out) if axis is not None and axis == out.ndim - 1 else (g * out).sum(axis=axis, keepdims=True)
     if owned and g.dtype == out.dtype:
@@ -62,19 +73,6 @@ def softmax(a, axis=None, dim=None):
     axis = _one_axis("softmax", axis, dim, a.data)
     return make_node(_softmax_forward(axis, a.data), (a,), None, "softmax", vjp=partial(_softmax_vjp, axis))
 
-
-def _softmax_forward(axis, x):
-    """softmax's arrays: x - max, exp, / sum, in one (..., N) buffer."""
-    x = floating(x)
-    last = axis is not None and axis == x.ndim - 1
-    m = rowmax(x) if last else x.max(axis=axis, keepdims=True)
-    out = np.subtract(x, m, out=np.empty_like(x))  # an array even for 0-d
-    np.exp(out, out=out)
-    out /= rowsum(out) if last else out.sum(axis=axis, keepdims=True)  # in place: one (..., N) buffer
-    return out
-
-
-_softmax_vjp.forward = _softmax_forward
 
 
 def log_softmax_reference(x, axis=-1):
@@ -160,8 +158,6 @@ def linear(x, weight, bias=None):
     parents = (x, weight) if bias is None else (x, weight, bias)
     return make_node(out, parents, backward, "linear", reference=linear_reference)
 
-
-linear_reference.kernel = linear  # minigrad.compile's tape re-runs the kernel (docs/compile.md)
 
 
 # ---- fused losses and normalisation ------------------------------------------------------------
@@ -261,13 +257,6 @@ def _cross_entropy_vjp(t, ignore_index, eps, reduction, g, out, logits):
     return (from_rows(d, logits.shape),)
 
 
-def _cross_entropy_again(t, ignore_index, eps, reduction, logits):
-    """cross_entropy on a node's input and constants (its vjp's), for minigrad.compile's tape."""
-    return cross_entropy(logits, t, ignore_index, eps, reduction)
-
-
-_cross_entropy_vjp.kernel = _cross_entropy_again
-
 
 def layer_norm_reference(x, normalized_shape, weight=None, bias=None, eps=1e-5):
     """The plain form of layer_norm: (x - mean) / sqrt(var + eps) over the last dims, then * weight + bias."""
@@ -346,20 +335,11 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
                      reference=partial(_layer_norm_plain, normalized_shape, eps, weight is not None))
 
 
-def _layer_norm_plain(normalized_shape, eps, has_weight, x, *weight_bias):
+def _layer_norm_plain(normalized_shape, eps, has_weight, x, *weights):
     """layer_norm_reference on layer_norm's node inputs: x, then its weight and bias where it has them."""
-    weight = weight_bias[0] if has_weight else None
-    bias = weight_bias[-1] if len(weight_bias) > has_weight else None
+    weight, bias = weight_bias(weights, has_weight)
     return layer_norm_reference(x, normalized_shape, weight, bias, eps)
 
-
-def _layer_norm_again(normalized_shape, eps, has_weight, x, *weight_bias):
-    """layer_norm on its node's inputs (what _layer_norm_plain is the plain form of), for minigrad.compile."""
-    return layer_norm(x, normalized_shape, weight_bias[0] if has_weight else None,
-                      weight_bias[-1] if len(weight_bias) > has_weight else None, eps)
-
-
-_layer_norm_plain.kernel = _layer_norm_again
 
 
 def _safe_rstd(xc, var, rstd, axes, eps):
@@ -458,15 +438,12 @@ def gru_cell(x, h, weight_ih, weight_hh, bias_ih=None, bias_hh=None):
 
 def _gru_cell_plain(has_ih, x, h, weight_ih, weight_hh, *biases):
     """gru_cell_reference on gru_cell's node inputs (the biases it has follow the weights)."""
-    bias_ih = biases[0] if has_ih else None
-    bias_hh = biases[-1] if len(biases) > has_ih else None
+    bias_ih, bias_hh = weight_bias(biases, has_ih)
     return gru_cell_reference(x, h, weight_ih, weight_hh, bias_ih, bias_hh)
 
 
-def _gru_cell_again(has_ih, x, h, weight_ih, weight_hh, *biases):
-    """gru_cell on its node's inputs, for minigrad.compile (the kernel _gru_cell_plain is the plain form of)."""
-    return gru_cell(x, h, weight_ih, weight_hh, biases[0] if has_ih else None,
-                    biases[-1] if len(biases) > has_ih else None)
-
-
-_gru_cell_plain.kernel = _gru_cell_again
+# minigrad.compile's tape re-runs each kernel on its node's inputs and its plain form's constants (docs/compile.md)
+linear_reference.kernel = linear
+_cross_entropy_vjp.kernel = lambda t, ignore, eps, reduction, x: cross_entropy(x, t, ignore, eps, reduction)
+_layer_norm_plain.kernel = lambda shape, eps, has_w, x, *wb: layer_norm(x, shape, *weight_bias(wb, has_w), eps)
+_gru_cell_plain.kernel = lambda has_ih, x, h, w_ih, w_hh, *b: gru_cell(x, h, w_ih, w_hh, *weight_bias(b, has_ih))
