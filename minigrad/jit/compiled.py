@@ -22,6 +22,7 @@ from ..tensor import Tensor
 
 _tensor = sys.modules[Tensor.__module__]  # (minigrad.tensor, the module: the package's `tensor` is the function)
 from .tape import CompileError, Recorder
+from .walk import record_backward
 
 
 class CompileWarning(UserWarning):
@@ -83,7 +84,7 @@ class _Patches:
         def module_call(m, *args, **kwargs):
             rec.modules.setdefault(id(m), m)
             return call(m, *args, **kwargs)
-        self._set(_tensor, "run_backward", rec.backward)
+        self._set(_tensor, "run_backward", functools.partial(record_backward, rec))
         self._set(Optimizer, "step", opt_step)
         self._set(Optimizer, "zero_grad", opt_zero)
         self._set(LRScheduler, "step", sched_step)

@@ -18,21 +18,16 @@ Any other array the step reads is a constant of the tape (a buffer, a positional
 """
 import itertools
 import re
+import sys
 from functools import partial
 
 import numpy as np
 
-import sys
-
-from ..autograd import hooks as _hooks
-from ..autograd import versions as _versions
-from ..autograd.backward import Scatter, _freed, _in_place, _unbroadcast, _into_leaf, _IN_PLACE_MIN_SIZE, run_backward
 from ..autograd.higher import ArrayBackward
-from ..autograd.versions import _check_versions
 from ..tensor import Tensor
 
-_tensor = sys.modules[Tensor.__module__]
-_new = object.__new__  # (minigrad.tensor, the module: the package's `tensor` is the function)
+_tensor = sys.modules[Tensor.__module__]  # (minigrad.tensor, the module: the package's `tensor` is the function)
+_new = object.__new__
 
 
 _DYNAMIC = re.compile(r"\b[vxpn]\d+")  # a tape variable (an array of this step) in an argument's text
@@ -81,6 +76,7 @@ class Recorder:
         self.keep = []      # every array and object seen, kept alive so that ids stay unique
         self.key = []       # what two captures of one step must agree on: constants by value, functions by identity
         self.rules = {}     # id(a node's data) -> the expression of its gradient rule in the tape
+        self.closures = set()  # rule expressions that are a kernel's array closure backward(g)
         self.params = []    # (Tensor, variable): leaves read by the step (their .data is read on each replay)
         self.modules, self.backwards, self.failed = {}, 0, None
         self._n = itertools.count()
@@ -220,6 +216,19 @@ class Recorder:
     def _kernel(self, data, parents, ins, rule, name, need):
         src = rule.vjp if rule.vjp is not None else rule.reference
         fn, args, kw = _declaration(src) if src is not None else (None, (), {})
+        arrays = getattr(fn, "arrays", None)
+        if arrays is not None:  # the kernel on arrays: (output, backward closure), no Tensors, no node
+            got, _ = arrays(need, *args, *[p.data for p in parents], **kw)
+            if not _same_bits(got, data):
+                raise CompileError(f"compile: fused op '{name}': its arrays form does not give its output")
+            cargs = [repr(need)] + [self.const(a, name) for a in args] + ins
+            cargs += [f"{k}={self.const(v, name)}" for k, v in kw.items()]
+            n = f"n{next(self._n)}"
+            self.var[id(data)] = out = f"v{n}"
+            self.keep.append(data)
+            self.lines.append(f"{out}, r{n} = {self.obj(arrays, 'F')}({', '.join(cargs)})")
+            self.closures.add(f"r{n}")
+            return out, f"r{n}"
         kernel = getattr(fn, "kernel", None)
         if kernel is None:
             raise CompileError(f"compile: fused op '{name}' declares no kernel= beside its plain form, so the tape "
@@ -243,123 +252,6 @@ class Recorder:
         self.lines.append(f"r{n} = {n}._backward")
         return out, f"r{n}"
 
-    # ---- backward: run_backward's walk, written down ---------------------------------------------------
-    def backward(self, root, grad, retain_graph=False):
-        """run_backward (autograd/backward.py) step for step, each array operation also written as a line."""
-        if self.failed is not None:
-            return run_backward(root, grad, retain_graph)
-        if self.backwards:
-            raise CompileError("compile: the captured function calls backward() twice; a tape holds one backward "
-                               "(sum the losses and call backward() once)")
-        self.backwards += 1
-        if _hooks._leaves:
-            raise CompileError("compile: a tensor has a hook (register_hook); remove it to compile this step")
-        if root._backward is None:
-            raise CompileError("compile: backward() on a leaf inside a compiled function")
-        gv = self.const(grad, "backward")
-        pending, stack, clock = {root: 0}, [root], _versions._clock
-        while stack:  # 1. count the edges into each interior node (run_backward's step 1)
-            node = stack.pop()
-            if node._clock != clock:
-                _check_versions(node)
-            for p in node._parents:
-                if p.requires_grad and p._backward is not None:
-                    if p in pending:
-                        pending[p] += 1
-                    else:
-                        pending[p] = 1
-                        stack.append(p)
-        grads, owned, ready, gvar = {root: grad}, set(), [root], {root: gv}
-        L = self.lines
-        while ready:  # 2. Kahn's walk, as run_backward
-            node = ready.pop()
-            g = grads.pop(node, None)
-            g_v = gvar.pop(node, None)
-            rule, parents = node._backward, node._parents
-            out_v, rexpr = self.var[id(node.data)], self.rules[id(node.data)]
-            if not retain_graph:
-                node._backward, node._parents = _freed, ()
-            if g is None:
-                pgrads, g_owned = (None,) * len(parents), False
-            else:
-                if node in owned:
-                    owned.discard(node)
-                    g_owned = g.size >= _IN_PLACE_MIN_SIZE
-                else:
-                    g_owned = False
-                xs = [p.data for p in parents]
-                xv = [self.var[id(p.data)] for p in parents]
-                if len(parents) == 1:
-                    own = g_owned and _in_place(rule)
-                    pgrads = rule(g, node.data, xs[0], owned=True) if own else rule(g, node.data, xs[0])
-                    call = f"{rexpr}({g_v}, {out_v}, {xv[0]}{', owned=True' if own else ''})"
-                elif len(parents) == 2 and parents[0].requires_grad and parents[1].requires_grad:
-                    pgrads = rule(g, node.data, *xs)
-                    call = f"{rexpr}({g_v}, {out_v}, {', '.join(xv)})"
-                else:
-                    need = tuple(p.requires_grad for p in parents)
-                    pgrads = rule(g, node.data, *xs, need=need)
-                    call = f"{rexpr}({g_v}, {out_v}, {', '.join(xv)}, need={need!r})"
-                if len(pgrads) != len(parents):
-                    raise CompileError(f"compile: op '{node._op}' returned {len(pgrads)} gradients for "
-                                       f"{len(parents)} inputs")
-                names = []
-                for pg in pgrads:
-                    if pg is None:
-                        names.append("_")
-                    elif id(pg) in self.var and pg is not g:  # the same array twice (add's (g, g))
-                        names.append("_")
-                    elif pg is g:
-                        names.append("_")
-                    else:
-                        names.append(self._fresh(pg))
-                L.append(f"{', '.join(names)}{',' if len(names) == 1 else ''} = {call}")
-            for p, pg in zip(parents, pgrads):
-                if not p.requires_grad:
-                    continue
-                if pg is not None:
-                    pv = g_v if pg is g else self.var[id(pg)]
-                    if type(pg) is Scatter:
-                        self._add_scatter(grads, gvar, owned, p, pg, pv)
-                    else:
-                        pd = p.data
-                        if pg.shape != pd.shape:
-                            pg = _unbroadcast(pg, pd.shape, node._op)
-                            pv = self._line(pg, f"{self.obj(_unbroadcast)}({pv}, {pd.shape!r}, {node._op!r})")
-                            fresh = True
-                        elif pg.base is None and pg is not g:
-                            fresh = True
-                        else:
-                            fresh = g_owned and len(parents) == 1 and (
-                                pg is g or pg.base is (g if g.base is None else g.base)) and pg.flags.writeable
-                        if pg.dtype is not pd.dtype and pg.dtype != pd.dtype:
-                            pg, fresh = pg.astype(pd.dtype), True
-                            pv = self._line(pg, f"{pv}.astype({self.obj(pd.dtype)})")
-                        prev = grads.get(p)
-                        if prev is None:
-                            grads[p], gvar[p] = pg, pv
-                            if fresh:
-                                owned.add(p)
-                        elif p in owned and type(prev) is np.ndarray:
-                            prev += pg
-                            L.append(f"{gvar[p]} += {pv}")
-                        else:
-                            grads[p] = prev + pg
-                            gvar[p] = self._line(grads[p], f"{gvar[p]} + {pv}")
-                            owned.add(p)
-                if p._backward is None:
-                    continue
-                n = pending[p] - 1
-                if n:
-                    pending[p] = n
-                else:
-                    del pending[p]
-                    ready.append(p)
-        for leaf, g in grads.items():  # leaves: into .grad (the replay's own input Tensor for an input)
-            fresh = leaf in owned
-            _into_leaf(leaf, g, fresh=fresh)
-            L.append(f"{self.obj(_into_leaf)}({self.names.get(id(leaf)) or self.obj(leaf, 'P')}, {gvar[leaf]}, {fresh})")
-
     def _fresh(self, arr):
         v = f"v{next(self._n)}"
         self.var[id(arr)] = v
@@ -370,21 +262,6 @@ class Recorder:
         v = self._fresh(arr)
         self.lines.append(f"{v} = {expr}")
         return v
-
-    def _add_scatter(self, grads, gvar, owned, p, s, sv):
-        """backward._add_scatter, written down."""
-        prev = grads.get(p)
-        if prev is not None and p in owned and type(prev) is np.ndarray:
-            s.add_into(prev)
-            self.lines.append(f"{sv}.add_into({gvar[p]})")
-            return
-        dense = s.dense(p.data.shape, p.data.dtype)
-        v = self._line(dense, f"{sv}.dense({p.data.shape!r}, {self.obj(p.data.dtype)})")
-        if prev is not None:
-            dense += prev
-            self.lines.append(f"{v} += {gvar[p]}")
-        grads[p], gvar[p] = dense, v
-        owned.add(p)
 
     # ---- calls of Python objects: an optimizer's step, a random draw ----------------------------------
     def call(self, obj, method, *args):

@@ -74,7 +74,6 @@ def softmax(a, axis=None, dim=None):
     return make_node(_softmax_forward(axis, a.data), (a,), None, "softmax", vjp=partial(_softmax_vjp, axis))
 
 
-
 def log_softmax_reference(x, axis=-1):
     """The plain form of log_softmax: x - logsumexp(x)."""
     return x - logsumexp(x, axis, keepdims=True)
@@ -130,34 +129,36 @@ def linear(x, weight, bias=None):
     if w.ndim != 2 or xd.shape[-1:] != w.shape[1:]:
         raise ValueError(f"linear: input (..., {w.shape[-1] if w.ndim else '?'}) expected by weight "
                          f"{w.shape}, got input {xd.shape}")
+    if bias is not None and (bias := as_tensor(bias)).shape != (w.shape[0],):
+        raise ValueError(f"linear: bias of shape ({w.shape[0]},) expected, got {bias.shape}")
+    parents = (x, weight) if bias is None else (x, weight, bias)
+    out, backward = _linear_arrays([p.requires_grad for p in parents], xd, w, None if bias is None else bias.data)
+    return make_node(out, parents, backward, "linear", reference=linear_reference)
+
+
+def _linear_arrays(need, xd, w, b=None):
+    """linear on arrays: (its output, its backward closure); need: which inputs want a gradient."""
     flat = xd.ndim == 2  # (N, in) already: no reshapes on the hot path
     x2 = xd if flat else xd.reshape(-1, w.shape[1])  # (..., in) -> (N, in)
     out = x2 @ w.T
-    if bias is not None:
-        bias = as_tensor(bias)
-        if bias.shape != (w.shape[0],):
-            raise ValueError(f"linear: bias of shape ({w.shape[0]},) expected, got {bias.shape}")
-        out += bias.data
+    if b is not None:
+        out += b
     if not flat:
         out = out.reshape(*xd.shape[:-1], w.shape[0])
 
     def backward(g):  # dx = g W, dW = g^T x, db = sum_N g
         g2 = g if flat else g.reshape(-1, w.shape[0])
-        gx = None
-        if x.requires_grad:
-            gx = g2 @ w if flat else (g2 @ w).reshape(xd.shape)
+        gx = (g2 @ w if flat else (g2 @ w).reshape(xd.shape)) if need[0] else None
         gw = None
-        if weight.requires_grad:
+        if need[1]:
             gw = g2.T @ x2
             c = out if out.size < gw.size else gw  # the smaller: one dot product says if all is finite
             if not math.isfinite(np.vdot(c, c)):   # (_all_finite, inlined on this hot path)
                 gw = _weight_grad(g2, x2, gw)
-        if bias is None:
+        if b is None:
             return gx, gw
-        return gx, gw, (colsum(g2) if bias.requires_grad else None)
-    parents = (x, weight) if bias is None else (x, weight, bias)
-    return make_node(out, parents, backward, "linear", reference=linear_reference)
-
+        return gx, gw, (colsum(g2) if need[2] else None)
+    return out, backward
 
 
 # ---- fused losses and normalisation ------------------------------------------------------------
@@ -257,7 +258,6 @@ def _cross_entropy_vjp(t, ignore_index, eps, reduction, g, out, logits):
     return (from_rows(d, logits.shape),)
 
 
-
 def layer_norm_reference(x, normalized_shape, weight=None, bias=None, eps=1e-5):
     """The plain form of layer_norm: (x - mean) / sqrt(var + eps) over the last dims, then * weight + bias."""
     axes = tuple(range(-len(tuple(normalized_shape)), 0))
@@ -339,7 +339,6 @@ def _layer_norm_plain(normalized_shape, eps, has_weight, x, *weights):
     """layer_norm_reference on layer_norm's node inputs: x, then its weight and bias where it has them."""
     weight, bias = weight_bias(weights, has_weight)
     return layer_norm_reference(x, normalized_shape, weight, bias, eps)
-
 
 
 def _safe_rstd(xc, var, rstd, axes, eps):
@@ -442,8 +441,8 @@ def _gru_cell_plain(has_ih, x, h, weight_ih, weight_hh, *biases):
     return gru_cell_reference(x, h, weight_ih, weight_hh, bias_ih, bias_hh)
 
 
-# minigrad.compile's tape re-runs each kernel on its node's inputs and its plain form's constants (docs/compile.md)
-linear_reference.kernel = linear
+# minigrad.compile's tape re-runs each kernel on its node's inputs and its plain form's constants (docs/compile.md),
+linear_reference.arrays = _linear_arrays  # or its array form: (output, backward closure), without a node
 _cross_entropy_vjp.kernel = lambda t, ignore, eps, reduction, x: cross_entropy(x, t, ignore, eps, reduction)
 _layer_norm_plain.kernel = lambda shape, eps, has_w, x, *wb: layer_norm(x, shape, *weight_bias(wb, has_w), eps)
 _gru_cell_plain.kernel = lambda has_ih, x, h, w_ih, w_hh, *b: gru_cell(x, h, w_ih, w_hh, *weight_bias(b, has_ih))
