@@ -8,11 +8,10 @@ the variant stays eager and says why. See docs/compile.md.
 """
 import builtins
 import functools
+import sys
 import warnings
 
 import numpy as np
-
-import sys
 
 from ..autograd import grad_mode as _gm
 from ..nn.module import Module
@@ -20,9 +19,10 @@ from ..optim.lr_scheduler import LRScheduler
 from ..optim.optimizer import Optimizer
 from ..tensor import Tensor
 
-_tensor = sys.modules[Tensor.__module__]  # (minigrad.tensor, the module: the package's `tensor` is the function)
 from .tape import CompileError, Recorder
 from .walk import record_backward
+
+_tensor = sys.modules[Tensor.__module__]  # (minigrad.tensor, the module: the package's `tensor` is the function)
 
 
 class CompileWarning(UserWarning):
@@ -213,12 +213,27 @@ class Compiled:
     def __call__(self, *args, **kwargs):
         if not self.enabled or _tensor._tracer is not None:  # trace()/detect_anomaly() watch the eager ops
             return self.fn(*args, **kwargs)
+        if not kwargs:  # the common call, Tensors and arrays only: its key without _flatten's generality
+            key = []
+            for a in args:
+                if type(a) is Tensor:
+                    d = a.data
+                    key.append(("T", d.shape, d.dtype.str, d.strides, a.requires_grad, a._backward is None))
+                elif type(a) is np.ndarray:
+                    key.append(("A", a.shape, a.dtype.str, a.strides))
+                else:
+                    break
+            else:
+                v = self.variants.get((tuple(key), _gm.is_grad_enabled()))
+                if v is not None and v.replay is not None and v.guard():
+                    self.replays += 1
+                    return v.replay(*args)
         arrays, key = _flatten(args, kwargs)
         if not arrays:
             raise CompileError(f"compile({self.__name__}): called with no Tensor or array argument; the tape "
                                f"would replay its first inputs forever. Pass the step's data (and leaves) as "
                                f"arguments")
-        key += (_gm.is_grad_enabled(),)
+        key = (key, _gm.is_grad_enabled())
         v = self.variants.get(key)
         if v is not None and v.replay is not None:
             if v.guard():
@@ -267,7 +282,7 @@ class _SoftFail(Exception):
 
 
 def _describe(key):
-    return "(" + ", ".join(f"{k[1]} {k[2]}" if k[0] in "TA" else repr(k[-1]) for k in key[:-1]) + ")"
+    return "(" + ", ".join(f"{k[1]} {k[2]}" if k[0] in "TA" else repr(k[-1]) for k in key[0]) + ")"
 
 
 def compile(fn=None, *, max_variants=8, strict=False, enabled=True):

@@ -85,6 +85,10 @@ class Recorder:
             name = f"I{i}"
             self.inputs.append(name)
             if isinstance(x, Tensor):
+                if x.requires_grad and x._backward is not None:
+                    raise CompileError(f"compile: input {i} is the output of a graph built outside the function; "
+                                       f"its backward would stop at the input. Pass a leaf (x.detach()), or build "
+                                       f"that part inside the compiled function")
                 self._bind(x.data, name + ".data", "x")
                 self.names[id(x)] = name
             else:
