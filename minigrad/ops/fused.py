@@ -176,8 +176,14 @@ def cross_entropy(logits, target, ignore_index=-100, label_smoothing=0.0, reduct
     logits (N, C) with target (N,), or (C,) with target (), or (N, C, d1, ...) with target (N, d1, ...).
     """
     logits = as_tensor(logits)
-    x = logits.data
     t = target.data if isinstance(target, Tensor) else np.asarray(target)
+    out, backward = _cross_entropy_arrays(None, t, ignore_index, label_smoothing, reduction, logits.data)
+    return make_node(out, (logits,), backward, "cross_entropy",  # out keeps the logits' dtype (weak scalars)
+                     vjp=partial(_cross_entropy_vjp, t, ignore_index, label_smoothing, reduction))
+
+
+def _cross_entropy_arrays(need, t, ignore_index, eps, reduction, x):
+    """cross_entropy on arrays: (its output, its backward closure); need is unused (one input)."""
     if t.dtype.kind not in "iu":
         raise TypeError(f"cross_entropy: target must hold integer class indices, got dtype {t.dtype}")
     if x.ndim == 2 and t.shape == x.shape[:1]:  # (N, C) with (N,), the usual case: rows already
@@ -190,8 +196,8 @@ def cross_entropy(logits, target, ignore_index=-100, label_smoothing=0.0, reduct
         xr, tr = class_rows(x), t.reshape(-1)  # work on (M, C) rows: classes last
     if reduction not in ("mean", "sum", "none"):
         raise ValueError(f"cross_entropy: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
-    if not 0.0 <= label_smoothing <= 1.0:
-        raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
+    if not 0.0 <= eps <= 1.0:
+        raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {eps}")
     rows = arange(len(tr))  # cached: the same batch size comes every step
     # the common case, no ignore_index in [0, C) and no negative target, costs one reduction; a target
     # >= C is then caught by the indexing below
@@ -210,7 +216,6 @@ def cross_entropy(logits, target, ignore_index=-100, label_smoothing=0.0, reduct
         loss = log_total - shifted[rows, tv]  # -log p[i, t_i]
     except IndexError:
         raise IndexError(f"cross_entropy: target {tv[tv >= C][0]} is out of range for {C} classes") from None
-    eps = label_smoothing
     if eps:  # label smoothing: (1 - eps) on the target plus eps spread evenly over all C classes
         loss = (1 - eps) * loss - (eps / C) * (shifted.sum(axis=1) - C * log_total)
     count = len(tr) if all_valid else int(np.count_nonzero(valid))
@@ -235,9 +240,7 @@ def cross_entropy(logits, target, ignore_index=-100, label_smoothing=0.0, reduct
             scale = const(g.item() / (count or 1) if reduction == "mean" else g.item(), d.dtype)
         d *= scale if all_valid else scale * valid[:, None]
         return (from_rows(d, x.shape),)
-    # out keeps the logits' dtype (weak scalars)
-    return make_node(out, (logits,), backward, "cross_entropy",
-                     vjp=partial(_cross_entropy_vjp, t, ignore_index, label_smoothing, reduction))
+    return out, backward
 
 
 def _cross_entropy_vjp(t, ignore_index, eps, reduction, g, out, logits):
@@ -441,8 +444,7 @@ def _gru_cell_plain(has_ih, x, h, weight_ih, weight_hh, *biases):
     return gru_cell_reference(x, h, weight_ih, weight_hh, bias_ih, bias_hh)
 
 
-# minigrad.compile's tape re-runs each kernel on its node's inputs and its plain form's constants (docs/compile.md),
-linear_reference.arrays = _linear_arrays  # or its array form: (output, backward closure), without a node
-_cross_entropy_vjp.kernel = lambda t, ignore, eps, reduction, x: cross_entropy(x, t, ignore, eps, reduction)
+# minigrad.compile (docs/compile.md): the tape runs a kernel's array form, or re-runs the kernel on its inputs
+linear_reference.arrays, _cross_entropy_vjp.arrays = _linear_arrays, _cross_entropy_arrays
 _layer_norm_plain.kernel = lambda shape, eps, has_w, x, *wb: layer_norm(x, shape, *weight_bias(wb, has_w), eps)
 _gru_cell_plain.kernel = lambda has_ih, x, h, w_ih, w_hh, *b: gru_cell(x, h, w_ih, w_hh, *weight_bias(b, has_ih))
