@@ -28,7 +28,7 @@ METHODS = ("exp", "log", "sqrt", "abs", "tanh", "sigmoid", "relu", "gelu", "sin"
 # ---- elementwise functions ---------------------------------------------------------------------
 
 
-@saves("out", in_place=True)
+@saves("out", in_place=True, forward=lambda x: np.exp(floating(x)))
 def _exp_vjp(g, out, x, owned=False):  # d e^x = e^x; in g's own buffer when the engine owns it
     return (np.multiply(g, out, out=g) if owned and g.dtype == out.dtype else g * out,)
 
@@ -104,7 +104,7 @@ def _sigmoid(x):
     return out
 
 
-@saves("out", in_place=True)
+@saves("out", in_place=True, forward=lambda x: _sigmoid(floating(x)))
 def _sigmoid_vjp(g, out, x, owned=False):  # d sigmoid = s (1 - s); in g's own buffer when the engine owns it
     d = (1 - out) * out
     return (np.multiply(g, d, out=g) if owned and g.dtype == d.dtype else g * d,)
@@ -421,7 +421,7 @@ def _extremum(op, f, a, b):
     return make_node(out, (a, b), None, op, vjp=partial(_extremum_vjp, op))
 
 
-@saves("inputs")
+@saves("inputs", forward=lambda op, a, b: getattr(np, op)(*promote(a, b)))  # op: "maximum" or "minimum"
 def _extremum_vjp(op, g, out, a, b, need=(True, True)):  # to the chosen side; ties split it in half (as torch)
     ad, bd = _dual.value(a), _dual.value(b)
     if ad.dtype is not bd.dtype:
