@@ -203,3 +203,32 @@ def test_an_op_without_a_declared_forward_runs_eagerly_and_says_which():
 def test_enabled_false_and_trace_run_the_plain_function():
     f = mg.compile(lambda x: x * 2, enabled=False)
     assert f(Tensor(np.ones(2))).data.tolist() == [2.0, 2.0] and f.captures == 0
+
+
+@pytest.mark.parametrize("clip", [lambda ps: nn.utils.clip_grad_norm_(ps, 0.1),
+                                  lambda ps: nn.utils.clip_grad_value_(ps, 0.01)])
+def test_gradient_clipping_inside_the_step_is_replayed(clip):
+    """clip_grad_norm_ / clip_grad_value_ change .grad in place in Python: the capture writes the call down."""
+    def make():
+        mg.manual_seed(0)
+        net = nn.Sequential(nn.Linear(5, 4), nn.ReLU(), nn.Linear(4, 3))
+        opt = optim.SGD(net.parameters(), lr=0.5)
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = ops.cross_entropy(net(x), y)
+            loss.backward()
+            clip(net.parameters())
+            opt.step()
+            return loss
+        return net, step
+    (ne, se), (nc, sc) = make(), make()
+    sc = mg.compile(sc, strict=True)
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        x, y = _batch(rng)
+        se(x, y)
+        sc(x, y)
+    assert sc.replays == 3
+    for p, q in zip(ne.parameters(), nc.parameters()):
+        assert p.data.tobytes() == q.data.tobytes()

@@ -273,6 +273,18 @@ class Recorder:
         self.key.append(("call", type(obj).__name__, method))
         self.lines.append(f"{self.obj(obj, 'O')}.{method}({', '.join(self.const(a, method) for a in args)})")
 
+    def call_function(self, fn, *args):
+        """Write down fn(*args), a function changing Tensors in place (clip_grad_norm_): Tensors are passed as the
+        objects themselves, so each replay changes the same ones."""
+        def arg(a):
+            if isinstance(a, Tensor):
+                return self.names.get(id(a)) or self.obj(a, "P")
+            if isinstance(a, (list, tuple)):
+                return "[" + ", ".join(arg(e) for e in a) + "]"
+            return self.const(a, fn.__name__)
+        self.key.append(("call", fn.__name__))
+        self.lines.append(f"{self.obj(fn, 'F')}({', '.join(arg(a) for a in args)})")
+
     def draw(self, fn, args, result):
         """Write down a random draw result = fn(*args) (fn reads minigrad's generator when it runs)."""
         if self.failed is not None or not isinstance(result, np.ndarray):
