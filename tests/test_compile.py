@@ -171,6 +171,16 @@ def test_seq2seq_adam_step_is_bitwise_eager():
     run_both(seq2seq(), _seq_batches(5, 4, 5, 12))
 
 
+def test_inputs_sliced_from_one_dataset_array_are_followed():
+    """Batches that are views of one big array at different offsets: views the step makes of them (src.T, a
+    column y[:, t]) are rebuilt from each call's own batch, not from the capture's place in the dataset."""
+    data = _seq_batches(1, 40, 5, 12)[0]
+    batches = [tuple(a[i * 4:(i + 1) * 4] if a.ndim == 2 else a[i * 20:(i + 1) * 20] for a in data)
+               for i in range(6)]
+    assert batches[3][0].base is not None
+    run_both(seq2seq(), batches)
+
+
 def test_transformer_adam_step_is_bitwise_eager():
     run_both(transformer(), _seq_batches(5, 4, 5, 12))
 

@@ -117,10 +117,10 @@ def _flatten(args, kwargs):
         if isinstance(x, Tensor):
             arrays.append(x)
             d = x.data
-            key.append(("T", d.shape, d.dtype.str, d.strides, x.requires_grad, x._backward is None))
+            key.append(("T", d.shape, d.dtype.str, d.strides, d.base is None, x.requires_grad, x._backward is None))
         elif isinstance(x, np.ndarray):
             arrays.append(x)
-            key.append(("A", x.shape, x.dtype.str, x.strides))
+            key.append(("A", x.shape, x.dtype.str, x.strides, x.base is None))
         elif isinstance(x, (list, tuple)):
             key.append((type(x).__name__, len(x)))
             for e in x:
@@ -218,9 +218,10 @@ class Compiled:
             for a in args:
                 if type(a) is Tensor:
                     d = a.data
-                    key.append(("T", d.shape, d.dtype.str, d.strides, a.requires_grad, a._backward is None))
+                    key.append(("T", d.shape, d.dtype.str, d.strides, d.base is None, a.requires_grad,
+                                a._backward is None))
                 elif type(a) is np.ndarray:
-                    key.append(("A", a.shape, a.dtype.str, a.strides))
+                    key.append(("A", a.shape, a.dtype.str, a.strides, a.base is None))
                 else:
                     break
             else:

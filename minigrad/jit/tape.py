@@ -37,14 +37,17 @@ class CompileError(RuntimeError):
     """minigrad.compile could not capture this function (or was used in a way it refuses)."""
 
 
-def _view(root, dtype, shape, offset, strides):
-    """The view of `root` with these dtype, shape, byte offset and strides (what a view op made at capture)."""
+def _view_from(a, dtype, shape, offset, strides):
+    """The view `offset` bytes from a's first element with this dtype, shape and strides (what a view made at
+    capture): built on the array owning a's memory, wherever a sits in it on this call."""
+    root = a if a.base is None else a.base
+    if root is not a:
+        offset += _address(a) - _address(root)
     return np.ndarray(shape, dtype, buffer=root, offset=offset, strides=strides)
 
 
-def _root(a):
-    """The array owning a's memory (NumPy points a view's .base at it)."""
-    return a if a.base is None else a.base
+def _address(a):
+    return a.__array_interface__["data"][0]
 
 
 def _standin(arr, requires_grad):
@@ -77,6 +80,7 @@ class Recorder:
         self.key = []       # what two captures of one step must agree on: constants by value, functions by identity
         self.rules = {}     # id(a node's data) -> the expression of its gradient rule in the tape
         self.closures = set()  # rule expressions that are a kernel's array closure backward(g)
+        self.anchor = {}    # id(an array owning memory) -> (variable, array): a known array in that memory
         self.params = []    # (Tensor, variable): leaves read by the step (their .data is read on each replay)
         self.modules, self.backwards, self.failed = {}, 0, None
         self._n = itertools.count()
@@ -100,9 +104,18 @@ class Recorder:
         self.lines.append(f"{v} = {expr}")
         self.var[id(arr)] = v
         self.keep.append(arr)
-        if arr.base is not None and id(arr.base) not in self.var:  # views of it can be rebuilt from its root
-            self._bind(arr.base, f"{v}.base", prefix)
+        root = arr if arr.base is None else arr.base
+        self.anchor.setdefault(id(root), (v, arr))  # a later view of this memory is rebuilt from arr
         return v
+
+    def _view_line(self, value, v, a, op):
+        """The line rebuilding `value`, a view of the memory the known array `a` (variable v) is in."""
+        root = a if a.base is None else a.base
+        if not (root.flags.c_contiguous or root.flags.f_contiguous):
+            raise CompileError(f"compile: op '{op}' reads a view of a non-contiguous array, which the tape cannot "
+                               f"rebuild")
+        return self._bind(value, f"{self.obj(_view_from, 'F')}({v}, {self.obj(value.dtype)}, {value.shape!r}, "
+                                 f"{_address(value) - _address(a)}, {value.strides!r})")
 
     def obj(self, o, prefix="K"):
         """The tape's name for a Python object it calls or passes (a function, a Tensor, an optimizer ...)."""
@@ -119,11 +132,9 @@ class Recorder:
             v = self.var.get(id(value))
             if v is not None:
                 return v
-            root = value.base
-            if root is not None and id(root) in self.var and root.flags.c_contiguous:
-                off = value.__array_interface__["data"][0] - root.__array_interface__["data"][0]
-                return self._bind(value, f"{self.obj(_view, 'F')}({self.var[id(root)]}, {self.obj(value.dtype)}, "
-                                         f"{value.shape!r}, {off}, {value.strides!r})")
+            if value.base is not None and id(value.base) in self.anchor:  # a view of a known array's memory
+                v, a = self.anchor[id(value.base)]
+                return self._view_line(value, v, a, op)
             self.key.append(("array", op, value.dtype.str, value.shape, value.tobytes()))
             return self.obj(value, "C")
         if isinstance(value, Tensor):
@@ -208,11 +219,8 @@ class Recorder:
         """An op with no declared forward whose output views its input's memory: rebuild the same view."""
         root = data.base
         for p, v in zip(parents, ins):
-            if root is not None and root is _root(p.data) and root.flags.c_contiguous:
-                off = data.__array_interface__["data"][0] - root.__array_interface__["data"][0]
-                src = v if p.data.base is None else f"{v}.base"
-                return self._bind(data, f"{self.obj(_view, 'F')}({src}, {self.obj(data.dtype)}, {data.shape!r}, "
-                                        f"{off}, {data.strides!r})")
+            if root is not None and root is _root(p.data):
+                return self._view_line(data, v, p.data, name)
         raise CompileError(f"compile: op '{name}' declares no forward for replay (rule.forward beside its gradient "
                            f"rule, or kernel= beside its plain form); it cannot be captured. Run this step "
                            f"without compile, or declare it (docs/compile.md)")
