@@ -361,8 +361,22 @@ def _attend_again(scale, allowed, bias, keep, packed, dirty, *inputs, weights_on
 dense_plain.kernel = _attend_again
 
 
-@saves("out", in_place=True)
-def _masked_softmax_vjp(axis, g, p, scores, owned=False):  # d softmax: p (g - sum(g p)); p = 0 where masked
+def _masked_softmax_forward(allowed, axis, x):
+    """masked_softmax's arrays: a softmax over the allowed entries of x, 0 elsewhere (and on a row with none)."""
+    s = np.where(allowed, x, np.array(-np.inf, x.dtype))
+    last = axis in (-1, x.ndim - 1)
+    m = rowmax(s) if last else s.max(axis=axis, keepdims=True)
+    m[~np.isfinite(m)] = 0
+    s -= m
+    p = np.exp(s, out=s)
+    denom = rowsum(p) if last else p.sum(axis=axis, keepdims=True)
+    denom[denom == 0] = 1
+    p /= denom
+    return p
+
+
+@saves("out", in_place=True, forward=_masked_softmax_forward)  # (allowed: the forward's constant, not the rule's)
+def _masked_softmax_vjp(allowed, axis, g, p, scores, owned=False):  # d softmax: p (g - sum(g p)); 0 where masked
     s = (g * p).sum(axis=axis, keepdims=True) if axis not in (-1, p.ndim - 1) or not isinstance(g, np.ndarray) \
         else rowdot(g, p)
     if owned and g.dtype == p.dtype:  # g is the engine's own buffer: the same arithmetic, in it
@@ -384,13 +398,5 @@ def masked_softmax(scores, allowed=None, axis=-1):
         return scores.softmax(axis=axis)
     allowed = as_bool_mask(allowed, "masked_softmax: allowed")
     check_broadcast(allowed, x.shape, "mask", "the scores")
-    s = np.where(allowed, x, np.array(-np.inf, x.dtype))
-    last = axis in (-1, x.ndim - 1)
-    m = rowmax(s) if last else s.max(axis=axis, keepdims=True)
-    m[~np.isfinite(m)] = 0
-    s -= m
-    p = np.exp(s, out=s)
-    denom = rowsum(p) if last else p.sum(axis=axis, keepdims=True)
-    denom[denom == 0] = 1
-    p /= denom
-    return make_node(p, (scores,), None, "masked_softmax", vjp=functools.partial(_masked_softmax_vjp, axis))
+    return make_node(_masked_softmax_forward(allowed, axis, x), (scores,), None, "masked_softmax",
+                     vjp=functools.partial(_masked_softmax_vjp, allowed, axis))
