@@ -226,3 +226,26 @@ def test_the_tape_is_readable_python():
         compiled(*batch)
     (src,) = compiled.source()
     assert src.startswith("def tape(I0, I1):") and ".zero_grad(True)" in src and ".step()" in src
+
+
+def test_compile_decorates_a_method():
+    class Trainer:
+        def __init__(self):
+            mg.manual_seed(0)
+            self.net = nn.Linear(3, 2)
+            self.opt = optim.SGD(self.net.parameters(), lr=0.1)
+
+        @mg.compile(strict=True)
+        def step(self, x):
+            self.opt.zero_grad()
+            loss = (self.net(x) ** 2).mean()
+            loss.backward()
+            self.opt.step()
+            return loss
+    a, b = Trainer(), Trainer()
+    x = Tensor(np.ones((4, 3), np.float32))
+    for _ in range(4):
+        la = a.step(x)
+        lb = Trainer.step.fn(b, x)
+        assert _same(la.data, lb.data)
+    assert Trainer.step.replays == 2

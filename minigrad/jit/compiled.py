@@ -273,6 +273,9 @@ class Compiled:
             self._eager(v, v.eager_reason)
         return out
 
+    def __get__(self, obj, objtype=None):  # @compile on a method: the instance is one more (guarded) argument
+        return self if obj is None else functools.partial(self, obj)
+
     def source(self):
         """The tapes' Python source, one per replaying variant (what a replay runs)."""
         return [v.source for v in self.variants.values() if v.source]

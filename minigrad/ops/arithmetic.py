@@ -13,6 +13,7 @@ from functools import partial
 
 import numpy as np
 
+from .. import dtypes as _dtypes
 from ..autograd.backward import saves
 from ..dtypes import floating, promote, wrap_int
 from ..tensor import Tensor, make_node
@@ -191,7 +192,15 @@ def rdiv(a, b):
     return make_node(s / floating(a.data), (a,), None, "rdiv", vjp=_rdiv_vjp)
 
 
-@saves("inputs")
+def _pow_scalar(s, x):
+    """x ** s on an array, s a number (an integer array with a float s: the default float dtype first)."""
+    x = x.astype(_dtypes._default_dtype) if x.dtype.kind != "f" and type(s) is float else x  # (_with_scalar)
+    if not float(s).is_integer() and x.size and x.min() < 0:
+        raise ValueError(f"pow: a negative base to the non-integer power {s} gives NaN (min base {x.min()})")
+    return x * x if s == 2 else np.ones_like(x) if s == 0 else x ** s  # (x^2 without np.power)
+
+
+@saves("inputs", forward=_pow_scalar)
 def _pow_scalar_vjp(s, g, out, x):  # d x^s = s x^(s-1); x^2 without pow, and x^0's slope 0 (not 0 * inf at 0)
     if s == 2:
         return (2.0 * g * x,)
@@ -214,12 +223,7 @@ def pow(a, b):
     """Elementwise a ** b (b a number or a tensor); backward: b a^(b-1) for a, a^b log a for b."""
     s = _scalar(b)
     if s is not None:
-        x = _with_scalar(a, s)
-        if not float(s).is_integer() and x.size and x.min() < 0:
-            raise ValueError(f"pow: a negative base to the non-integer power {s} gives NaN "
-                             f"(min base {x.min()})")
-        out = x * x if s == 2 else np.ones_like(x) if s == 0 else x ** s  # (x^2 without np.power)
-        return make_node(out, (a,), None, "pow", vjp=partial(_pow_scalar_vjp, s))
+        return make_node(_pow_scalar(s, a.data), (a,), None, "pow", vjp=partial(_pow_scalar_vjp, s))
     a, b = as_tensor(a), as_tensor(b)
     ad, bd = a.data, b.data
     if ad.size and ad.min() < 0 and np.any(bd != np.round(bd)):

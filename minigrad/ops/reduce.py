@@ -59,7 +59,7 @@ def sum(a, axis=None, keepdims=False, dim=None):
                      vjp=partial(_sum_vjp, axes, keepdims))
 
 
-@saves()
+@saves(forward=lambda axes, keepdims, n, x: floating(x).mean(axis=axes, keepdims=keepdims))
 def _mean_vjp(axes, keepdims, n, g, out, x):  # g / n to every entry
     return (_expand_back(g / n, x.shape, axes, keepdims),)
 
