@@ -249,3 +249,19 @@ def test_compile_decorates_a_method():
         lb = Trainer.step.fn(b, x)
         assert _same(la.data, lb.data)
     assert Trainer.step.replays == 2
+
+
+def test_ops_with_python_numbers_replay_bitwise():
+    """x + c, x - c, c - x, x * c, x / c, x ** c, the mean and the elementwise functions with a declared forward."""
+    def make():
+        w = Tensor(np.linspace(-1, 1, 6).astype(np.float32), requires_grad=True)
+
+        def step(x):
+            w.zero_grad()
+            y = (1.5 - (w * x + 0.5)) * 3.0 / 4.0 - 2
+            z = (y ** 3).mean() + ops.tanh(y).exp().sum() + ops.sigmoid(y).sum() + ops.relu(-y).sum()
+            loss = z + ops.maximum(y, w).sum() + ops.minimum(y, 0.0 * w).sum() + (y ** 2).sum()
+            loss.backward()
+            return loss
+        return [("w", w)], step
+    run_both(make, _batches(5, lambda r: (Tensor(r.standard_normal(6).astype(np.float32)),)))

@@ -18,7 +18,7 @@ from ..autograd.backward import saves
 from ..dtypes import floating, promote, wrap_int
 from ..tensor import Tensor, make_node
 from ._args import _F64, _binary, _scalar, _shapes_broadcast, _with_scalar, as_tensor
-from ._dual import identity_vjp, log, value, where, zero_vjp, zeros_like
+from ._dual import log, value, where, zero_vjp, zeros_like
 
 # the ops of this file: minigrad.ops (and minigrad) export __all__; Tensor gets METHODS as methods
 __all__ = ("add", "sub", "mul", "div", "pow", "neg", "floor_divide", "remainder")
@@ -47,15 +47,31 @@ def add(a, b):
                 raise
     s = _scalar(b)
     if s is not None:
-        try:
-            out = a.data + s
-        except OverflowError:  # int32 + 0xFFFFFFFF: the number wraps into the dtype, as torch (no cost here)
-            out = a.data + wrap_int(s, a.data.dtype)
-        if out.dtype is _F64 and a.data.dtype.kind != "f":  # int + float: see _with_scalar (inlined: hot)
-            out = _with_scalar(a, s) + s
-        return make_node(out, (a,), None, "add", vjp=identity_vjp)
+        return make_node(_with_number(np.add, a.data, s), (a,), None, "add", vjp=partial(_add_number_vjp, s))
     a, b = as_tensor(a), as_tensor(b)
     return make_node(_binary("add", a, b, np.add), (a, b), None, "add", vjp=_add_vjp)
+
+
+def _with_number(f, x, s):
+    """f(x, s) for an array x and a Python number s (add's, sub's): an integer past x's dtype wraps into it, as
+    torch (int32 + 0xFFFFFFFF); an integer x with a float s gives the default float dtype (see _with_scalar)."""
+    try:
+        out = f(x, s)
+    except OverflowError:
+        out = f(x, wrap_int(s, x.dtype))
+    if out.dtype is _F64 and x.dtype.kind != "f" and type(s) is float:  # int + float (_with_scalar, inlined: hot)
+        out = f(x.astype(_dtypes._default_dtype), s)
+    return out
+
+
+@saves(forward=lambda s, x: _with_number(np.add, x, s))  # (the number s is bound for the forward alone)
+def _add_number_vjp(s, g, out, x):  # d(x + c) = g
+    return (g,)
+
+
+@saves(forward=lambda s, x: _with_number(np.subtract, x, s))
+def _sub_number_vjp(s, g, out, x):  # d(x - c) = g
+    return (g,)
 
 
 @saves()
@@ -70,13 +86,7 @@ def sub(a, b):
     """Elementwise a - b with broadcasting; backward: (g, -g)."""
     s = _scalar(b)
     if s is not None:
-        try:
-            out = a.data - s
-        except OverflowError:  # see add
-            out = a.data - wrap_int(s, a.data.dtype)
-        if out.dtype is _F64 and a.data.dtype.kind != "f":  # int - float: see _with_scalar (inlined: hot)
-            out = _with_scalar(a, s) - s
-        return make_node(out, (a,), None, "sub", vjp=identity_vjp)
+        return make_node(_with_number(np.subtract, a.data, s), (a,), None, "sub", vjp=partial(_sub_number_vjp, s))
     a, b = as_tensor(a), as_tensor(b)
     return make_node(_binary("sub", a, b, np.subtract), (a, b), None, "sub", vjp=_sub_vjp)
 
@@ -85,12 +95,21 @@ def rsub(a, b):
     """b - a, for number - Tensor."""
     s = _scalar(b)
     if s is not None:
-        try:
-            out = s - _with_scalar(a, s)
-        except OverflowError:  # see add
-            out = wrap_int(s, a.data.dtype) - a.data
-        return make_node(out, (a,), None, "rsub", vjp=_neg_vjp)
+        return make_node(_rsub_number(s, a.data), (a,), None, "rsub", vjp=partial(_rsub_number_vjp, s))
     return sub(as_tensor(b), a)
+
+
+def _rsub_number(s, x):
+    """s - x for a Python number s (see _with_number)."""
+    try:
+        return s - (x.astype(_dtypes._default_dtype) if x.dtype.kind != "f" and type(s) is float else x)
+    except OverflowError:
+        return wrap_int(s, x.dtype) - x
+
+
+@saves(forward=_rsub_number)
+def _rsub_number_vjp(s, g, out, x):  # d(c - x) = -g
+    return (-g,)
 
 
 @saves(in_place=True)
