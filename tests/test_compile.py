@@ -225,7 +225,8 @@ def test_the_tape_is_readable_python():
     for batch in _batches(3, one):
         compiled(*batch)
     (src,) = compiled.source()
-    assert src.startswith("def tape(I0, I1):") and ".zero_grad(True)" in src and ".step()" in src
+    assert src.startswith("def tape(I0, I1):") and ".zero_grad(True)" in src
+    assert src.count(".data -= ") == 4  # plain SGD's update, one line a parameter (lr read from its group)
 
 
 def test_compile_decorates_a_method():
@@ -265,3 +266,21 @@ def test_ops_with_python_numbers_replay_bitwise():
             return loss
         return [("w", w)], step
     run_both(make, _batches(5, lambda r: (Tensor(r.standard_normal(6).astype(np.float32)),)))
+
+
+def test_a_plain_sgd_step_turned_momentum_is_captured_again():
+    """Plain SGD is written as array updates; the guard holds the group plain, so momentum set later re-captures
+    (and runs SGD's own step with momentum, as eager does)."""
+    make, one = mlp((6, 5, 3), 4)
+    pe, se = make()
+    pc, sc = make()
+    sc = mg.compile(sc, strict=True)
+    for i, batch in enumerate(_batches(8, one)):
+        if i == 4:
+            for step in (se, sc.__wrapped__):
+                _opt_of(step).param_groups[0]["momentum"] = 0.9
+        se(*batch)
+        sc(*batch)
+        for (_, p), (_, q) in zip(pe, pc):
+            assert _same(p.data, q.data), i
+    assert sc.replays == 4 and sc.captures == 4

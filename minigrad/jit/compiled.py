@@ -17,6 +17,7 @@ from ..autograd import grad_mode as _gm
 from ..nn.module import Module
 from ..optim.lr_scheduler import LRScheduler
 from ..optim.optimizer import Optimizer
+from ..optim.sgd import SGD
 from ..tensor import Tensor
 
 from .tape import CompileError, Recorder
@@ -70,7 +71,10 @@ class _Patches:
             if closure is not None:
                 raise CompileError("compile: optimizer.step(closure) inside a compiled function; call the closure "
                                    "(the step) itself and step() without one")
-            rec.call(opt, "step")
+            if _plain_sgd(opt):
+                rec.sgd_step(opt)
+            else:
+                rec.call(opt, "step")
             return _untraced(step, opt)
 
         def opt_zero(opt, set_to_none=True):
@@ -99,6 +103,14 @@ class _Patches:
         _tensor._set_tracer(self.prev)
         for owner, name, value in reversed(self.saved):
             setattr(owner, name, value)
+
+
+def _plain_sgd(opt):
+    """True for an SGD step that is p.data -= lr * g for every parameter with an array gradient (SGD's shortcut)."""
+    return type(opt) is SGD and all(
+        not (g["momentum"] or g["weight_decay"] or g.get("maximize")) and
+        all(p.grad is None or (type(p.grad) is np.ndarray and p.data.flags.writeable) for p in g["params"])
+        for g in opt.param_groups)
 
 
 def _untraced(method, obj):
@@ -176,6 +188,7 @@ def _guard_source(rec):
                 if (id(sub), name) not in seen:
                     seen.add((id(sub), name))
                     checks.append(f"{rec.obj(sub, 'M')}._parameters.get({name!r}) is {rec.obj(p, 'P')}")
+    checks += rec.guards
     for t, _ in rec.params:
         checks.append(f"{rec.obj(t, 'P')}.data.shape == {t.data.shape!r}")
         checks.append(f"{rec.obj(t, 'P')}.data.dtype is {rec.obj(t.data.dtype)}")

@@ -24,6 +24,8 @@ from functools import partial
 import numpy as np
 
 from ..autograd.higher import ArrayBackward
+from ..autograd.versions import _bump_version
+from ..fast.blas import const
 from ..tensor import Tensor
 
 _tensor = sys.modules[Tensor.__module__]  # (minigrad.tensor, the module: the package's `tensor` is the function)
@@ -81,6 +83,7 @@ class Recorder:
         self.rules = {}     # id(a node's data) -> the expression of its gradient rule in the tape
         self.closures = set()  # rule expressions that are a kernel's array closure backward(g)
         self.anchor = {}    # id(an array owning memory) -> (variable, array): a known array in that memory
+        self.guards = []    # expressions the guard adds (an optimizer group's settings the tape relies on)
         self.params = []    # (Tensor, variable): leaves read by the step (their .data is read on each replay)
         self.modules, self.backwards, self.failed = {}, 0, None
         self._n = itertools.count()
@@ -280,6 +283,24 @@ class Recorder:
         """Write down obj.method(*args) (an optimizer's zero_grad/step, a scheduler's step)."""
         self.key.append(("call", type(obj).__name__, method))
         self.lines.append(f"{self.obj(obj, 'O')}.{method}({', '.join(self.const(a, method) for a in args)})")
+
+    def sgd_step(self, opt):
+        """Write down a plain SGD step (no momentum, weight decay or maximize) as its array updates, what SGD's
+        _update_group does, p.data -= lr * g with lr read from the group on every replay; the guard checks the
+        group stays plain. Any other optimizer step is a call of opt.step()."""
+        updated = []
+        for group in opt.param_groups:
+            gname = self.obj(group, "G")
+            self.guards.append(f"not ({gname}['momentum'] or {gname}['weight_decay'] or {gname}.get('maximize'))")
+            for p in group["params"]:
+                if p.grad is not None:
+                    name = self.names.get(id(p)) or self.obj(p, "P")
+                    self.lines.append(f"{name}.data -= {self.obj(const)}({gname}['lr'], {name}.grad.dtype) * "
+                                      f"{name}.grad")
+                    updated.append(name)
+        self.key.append(("call", "SGD", "step"))
+        if updated:
+            self.lines.append(f"{self.obj(_bump_version)}({', '.join(updated)})")
 
     def call_function(self, fn, *args):
         """Write down fn(*args), a function changing Tensors in place (clip_grad_norm_): Tensors are passed as the
