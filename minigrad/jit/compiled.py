@@ -129,10 +129,10 @@ def _flatten(args, kwargs):
         if isinstance(x, Tensor):
             arrays.append(x)
             d = x.data
-            key.append(("T", d.shape, d.dtype.str, d.strides, d.base is None, x.requires_grad, x._backward is None))
+            key.append((d.shape, d.dtype, d.strides, d.base is None, x.requires_grad, x._backward is None))
         elif isinstance(x, np.ndarray):
             arrays.append(x)
-            key.append(("A", x.shape, x.dtype.str, x.strides, x.base is None))
+            key.append((x.shape, x.dtype, x.strides, x.base is None))
         elif isinstance(x, (list, tuple)):
             key.append((type(x).__name__, len(x)))
             for e in x:
@@ -231,10 +231,9 @@ class Compiled:
             for a in args:
                 if type(a) is Tensor:
                     d = a.data
-                    key.append(("T", d.shape, d.dtype.str, d.strides, d.base is None, a.requires_grad,
-                                a._backward is None))
+                    key.append((d.shape, d.dtype, d.strides, d.base is None, a.requires_grad, a._backward is None))
                 elif type(a) is np.ndarray:
-                    key.append(("A", a.shape, a.dtype.str, a.strides, a.base is None))
+                    key.append((a.shape, a.dtype, a.strides, a.base is None))
                 else:
                     break
             else:
@@ -299,7 +298,7 @@ class _SoftFail(Exception):
 
 
 def _describe(key):
-    return "(" + ", ".join(f"{k[1]} {k[2]}" if k[0] in "TA" else repr(k[-1]) for k in key[0]) + ")"
+    return "(" + ", ".join(f"{k[0]} {k[1]}" if type(k[0]) is tuple else repr(k[-1]) for k in key[0]) + ")"
 
 
 def compile(fn=None, *, max_variants=8, strict=False, enabled=True):
