@@ -232,3 +232,36 @@ def test_gradient_clipping_inside_the_step_is_replayed(clip):
     assert sc.replays == 3
     for p, q in zip(ne.parameters(), nc.parameters()):
         assert p.data.tobytes() == q.data.tobytes()
+
+
+def test_sampling_in_a_policy_draws_fresh_on_every_replay():
+    """A REINFORCE-style step: actions sampled with minigrad.multinomial from the policy's probabilities (a node
+    of this step), and normal noise: each replay samples afresh from the replay's probabilities, as eager."""
+    def make():
+        mg.manual_seed(0)
+        net = nn.Linear(4, 5)
+        opt = optim.Adam(net.parameters(), lr=0.05)
+
+        def step(x):
+            opt.zero_grad()
+            logp = ops.log_softmax(net(x) + mg.normal(np.zeros(5, np.float32), np.ones(5, np.float32)), -1)
+            a = mg.multinomial(logp.exp())[:, 0]                     # (B,) sampled actions: constants
+            reward = logp.detach()[:, 2].exp()                      # (in ops: `a == 2` would be NumPy, frozen)
+            loss = -(logp[np.arange(6), a.data] * reward).mean()
+            loss.backward()
+            opt.step()
+            return loss, a
+        return net, step
+    (ne, se), (nc, sc) = make(), make()
+    sc = mg.compile(sc, strict=True)
+    x = Tensor(np.random.default_rng(1).standard_normal((6, 4)).astype(np.float32))
+    mg.manual_seed(5)
+    eager = [[t.data.copy() for t in se(x)] for _ in range(6)]
+    mg.manual_seed(5)
+    comp = [[t.data.copy() for t in sc(x)] for _ in range(6)]
+    assert sc.replays == 4
+    for e, c in zip(eager, comp):
+        assert all(u.tobytes() == v.tobytes() for u, v in zip(e, c))
+    assert len({a.tobytes() for _, a in comp}) > 1
+    for p, q in zip(ne.parameters(), nc.parameters()):
+        assert p.data.tobytes() == q.data.tobytes()

@@ -79,7 +79,7 @@ def log_softmax_reference(x, axis=-1):
     return x - logsumexp(x, axis, keepdims=True)
 
 
-@saves("out")
+@saves("out", forward=lambda axis, x: floating(x) - _lse(floating(x), axis))
 def _log_softmax_vjp(axis, g, out, x):  # d log_softmax: g - softmax * sum(g)
     last = axis is not None and axis == out.ndim - 1
     return (g - _exp(out) * (_rowsum(g) if last else g.sum(axis=axis, keepdims=True)),)
