@@ -172,6 +172,7 @@ class Recorder:
 
     # ---- forward: make_node's hook ------------------------------------------------------------------
     def node(self, data, parents, rule, name):
+        """make_node's hook: write the node's forward line (a failure is kept, and the step goes on eagerly)."""
         if self.failed is None:
             try:
                 self._node(data, parents, rule, name)
@@ -344,6 +345,7 @@ class Recorder:
                            f"frozen at its captured value")
 
     def source(self, result):
+        """The tape's text: def tape(inputs): the lines, then `return result`."""
         body = "\n".join("    " + line for line in self.lines)
         return f"def tape({', '.join(self.inputs)}):\n{body}\n    return {result}\n"
 
