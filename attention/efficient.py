@@ -170,25 +170,13 @@ def attend_chunked(q, k, v, allowed, bias, is_causal, scale, chunk_size):
         with quiet(d):
             dq, dk, dv, db = _backward(g, ch, v.data, out, lse, scale, need, shape, d)
         return (dq, dk, dv) + ((db,) if with_bias else ())
-    allowed_all = allowed
-    if is_causal:  # (a dense mask for create_graph's dense form only, built when it runs)
-        allowed_all = _Causal(q.shape[-2], k.shape[-2], allowed)
-    return make_node(out, parents, backward, "memory_efficient_attention",
-                     reference=functools.partial(_efficient_plain, scale, allowed_all, None if with_bias else bias, dirty))
+    return make_node(out, parents, backward, "memory_efficient_attention", reference=functools.partial(
+        _efficient_plain, scale, allowed, is_causal, None if with_bias else bias, dirty))
 
 
-class _Causal:
-    """The upper-left causal mask (and `allowed` with it), made dense only when create_graph needs it."""
-
-    def __init__(self, L, S, allowed):
-        self.L, self.S, self.allowed = L, S, allowed
-
-    def dense(self):
-        causal = np.arange(self.S)[None, :] <= np.arange(self.L)[:, None]
-        return causal if self.allowed is None else self.allowed & causal
-
-
-def _efficient_plain(scale, allowed, bias, dirty, *inputs):
-    """The dense form of memory_efficient_attention on its node's inputs (functional.dense_plain)."""
-    allowed = allowed.dense() if isinstance(allowed, _Causal) else allowed
-    return dense_plain(scale, allowed, bias, None, False, dirty, *inputs)
+def _efficient_plain(scale, allowed, is_causal, bias, dirty, q, k, v, *mask):
+    """Dense attention with the kernel's masks (the causal one made only now), on its node's inputs."""
+    if is_causal:
+        causal = np.arange(k.shape[-2])[None, :] <= np.arange(q.shape[-2])[:, None]
+        allowed = causal if allowed is None else allowed & causal
+    return dense_plain(scale, allowed, bias, None, False, dirty, q, k, v, *mask)

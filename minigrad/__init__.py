@@ -1,7 +1,7 @@
 """minigrad: a small NumPy reverse-mode autodiff engine.
 
-Read it in this order: autograd/backward.py (the walk), tensor.py (a node), ops/ (each op's forward and
-backward), nn/, optim/; then tools/ and fast/. docs/architecture.md draws the layers. This file only
+Read it in this order: autograd/backward.py (the walk), tensor.py (a node), ops/ (each op's gradient rule and
+forward), nn/, optim/; then autograd/higher.py (create_graph: the same rules on Tensors), tools/ and fast/. docs/architecture.md draws the layers. This file only
 re-exports: `import minigrad as mg` gives the names below.
 """
 from .fast import memory  # noqa: F401  (first: glibc keeps freed memory for reuse; see fast/memory.py)

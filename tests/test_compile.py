@@ -284,3 +284,18 @@ def test_a_plain_sgd_step_turned_momentum_is_captured_again():
         for (_, p), (_, q) in zip(pe, pc):
             assert _same(p.data, q.data), i
     assert sc.replays == 4 and sc.captures == 4
+
+
+def test_gradients_accumulated_over_calls_are_bitwise_eager():
+    """No zero_grad inside: each call adds into .grad (the leaves' sums in the eager walk's order)."""
+    def make():
+        rng = np.random.default_rng(0)
+        w = Tensor(rng.standard_normal((3, 3)).astype(np.float32), requires_grad=True)
+
+        def step(x):
+            y = x @ w
+            loss = (y * y).sum() + (y @ w).sum() + w.sum()  # w reached three ways
+            loss.backward()
+            return loss
+        return [("w", w)], step
+    run_both(make, _batches(6, lambda r: (Tensor(r.standard_normal((2, 3)).astype(np.float32)),)))

@@ -184,8 +184,9 @@ def run_backward(root, grad, retain_graph=False):
     - the graph is freed as it is walked unless retain_graph (nothing walks it again);
     - a gradient buffer the engine made itself (`owned`) is summed into in place, and a rule declared
       saves(..., in_place=True) may reuse it (no one else holds that buffer, so no one sees it change);
-    - indexing hands back a Scatter, added into the input's buffer in place (k slices cost k slice-adds);
-    - leaves sum like any node and are written into .grad once, when the walk ends (_into_leaf).
+    - leaves never join the walk: a leaf's gradient goes into .grad at once (_into_leaf: nothing downstream
+      needs it);
+    - indexing hands back a Scatter, added into the input's buffer in place (k slices cost k slice-adds).
     Nodes are dict keys by identity (Tensor hashes as object; distinct live objects never compare).
     """
     if _hooks._leaves and not _hooks._gathering[0]:  # a leaf has hooks: they see its summed gradient (hooks.py)
@@ -214,81 +215,79 @@ def run_backward(root, grad, retain_graph=False):
     grads = {root: grad}
     owned = set()
     ready = [root]
-    pgrads = parents = ()
-    try:  # (costs nothing until it catches)
-        while ready:
-            node = ready.pop()
-            g = grads.pop(node, None)
-            rule, parents, pgrads = node._backward, node._parents, None  # (None: this node's not back yet)
-            if not retain_graph:  # safe: every edge into this node has been counted, nothing walks it again
-                node._backward, node._parents = _freed, ()
-            # g is None when every child sent None: the node still has to release its parents
-            if g is None:
-                pgrads, g_owned = (None,) * len(parents), False
+    while ready:
+        node = ready.pop()
+        g = grads.pop(node, None)
+        rule, parents = node._backward, node._parents
+        if not retain_graph:  # safe: every edge into this node has been counted, nothing walks it again
+            node._backward, node._parents = _freed, ()
+        # g is None when every child sent None: the node still has to release its parents
+        if g is None:
+            pgrads, g_owned = (None,) * len(parents), False
+        else:
+            # only big buffers are worth it (and a tiny one costs no page faults); a NumPy scalar has size 1
+            g_owned = g.size >= _IN_PLACE_MIN_SIZE and node in owned
+            if g_owned:  # dropped from the set at once: the walk keeps no big node it has passed alive
+                owned.discard(node)
+            # the rule, on arrays (one and two inputs spelled out: they are most nodes, and the list costs)
+            if len(parents) == 2:
+                a, b = parents
+                if a.requires_grad and b.requires_grad:
+                    pgrads = rule(g, node.data, a.data, b.data)
+                else:  # `need`: which inputs want a gradient (a rule may skip the others)
+                    pgrads = rule(g, node.data, a.data, b.data, need=(a.requires_grad, b.requires_grad))
+            elif len(parents) == 1:
+                if g_owned and _in_place(rule):  # g is this node's own buffer: the rule may work in it
+                    pgrads = rule(g, node.data, parents[0].data, owned=True)
+                else:
+                    pgrads = rule(g, node.data, parents[0].data)
             else:
-                # only big buffers are worth it (and a tiny one costs no page faults); a NumPy scalar has size 1
-                if node in owned:  # (dropped from the set at once: the walk keeps no node it has passed alive)
-                    owned.discard(node)
-                    g_owned = g.size >= _IN_PLACE_MIN_SIZE
+                pgrads = rule(g, node.data, *[p.data for p in parents], need=tuple(p.requires_grad for p in parents))
+            if len(pgrads) != len(parents):  # one gradient per parent (B1); (zip(strict=True) costs ~0.1 us)
+                raise _count_error(node._op, pgrads, parents)
+        for p, pg in zip(parents, pgrads):
+            if not p.requires_grad:
+                continue
+            if pg is not None:
+                if type(pg) is Scatter:
+                    if p._backward is None:
+                        _into_leaf(p, pg, fresh=False)
+                        continue
+                    _add_scatter(grads, owned, p, pg)
                 else:
-                    g_owned = False
-                # the rule, on arrays (one and two inputs spelled out: they are most nodes, and the list costs)
-                if len(parents) == 2:
-                    a, b = parents
-                    if a.requires_grad and b.requires_grad:
-                        pgrads = rule(g, node.data, a.data, b.data)
-                    else:  # `need`: which inputs want a gradient (a rule may skip the others)
-                        pgrads = rule(g, node.data, a.data, b.data, need=(a.requires_grad, b.requires_grad))
-                elif len(parents) == 1:
-                    if g_owned and _in_place(rule):  # g is this node's own buffer: the rule may work in it
-                        pgrads = rule(g, node.data, parents[0].data, owned=True)
-                    else:
-                        pgrads = rule(g, node.data, parents[0].data)
-                else:
-                    pgrads = rule(g, node.data, *[p.data for p in parents], need=tuple(p.requires_grad for p in parents))
-            for p, pg in zip(parents, pgrads, strict=True):  # one gradient per parent (B1)
-                if not p.requires_grad:
-                    continue
-                if pg is not None:
-                    if type(pg) is Scatter:
-                        _add_scatter(grads, owned, p, pg)
-                    else:
-                        pd = p.data
-                        if pg.shape != pd.shape:
-                            pg = _unbroadcast(pg, pd.shape, node._op)
-                            fresh = True
-                        elif pg.base is None and pg is not g:
-                            fresh = True
-                        else:  # g itself or a view may be shared, unless g was this node's own and it has one
-                            # parent (a read-only view, such as sum's np.broadcast_to of g, is never adopted)
-                            fresh = g_owned and len(parents) == 1 and (
-                                pg is g or pg.base is (g if g.base is None else g.base)) and pg.flags.writeable
-                        if pg.dtype is not pd.dtype and pg.dtype != pd.dtype:
-                            pg, fresh = pg.astype(pd.dtype), True
-                        prev = grads.get(p)
-                        if prev is None:
-                            grads[p] = pg
-                            if fresh:
-                                owned.add(p)
-                        elif type(prev) is np.ndarray and p in owned:
-                            prev += pg  # safe: the engine made prev and handed it to no one yet
-                        else:
-                            grads[p] = prev + pg  # the reference walk's sum, in a new buffer the engine owns
+                    pd = p.data
+                    if pg.shape != pd.shape:
+                        pg = _unbroadcast(pg, pd.shape, node._op)
+                        fresh = True
+                    elif pg.base is None and pg is not g:
+                        fresh = True
+                    else:  # g itself or a view may be shared, unless g was this node's own and it has one
+                        # parent (a read-only view, such as sum's np.broadcast_to of g, is never adopted)
+                        fresh = g_owned and len(parents) == 1 and (
+                            pg is g or pg.base is (g if g.base is None else g.base)) and pg.flags.writeable
+                    if pg.dtype is not pd.dtype and pg.dtype != pd.dtype:
+                        pg, fresh = pg.astype(pd.dtype), True
+                    if p._backward is None:  # a leaf: straight into its .grad (nothing downstream needs it)
+                        _into_leaf(p, pg, fresh)
+                        continue
+                    prev = grads.get(p)
+                    if prev is None:
+                        grads[p] = pg
+                        if fresh:
                             owned.add(p)
-                if p._backward is None:  # a leaf: its sum goes into .grad when the walk ends
-                    continue
-                n = pending[p] - 1  # an interior node counts this edge as done, gradient or None
-                if n:
-                    pending[p] = n
-                else:  # ready; forgotten here, so a node the walk has passed is freed (checkpointing relies on it)
-                    del pending[p]
-                    ready.append(p)
-    except ValueError:
-        if pgrads is not None and len(pgrads) != len(parents):  # zip(strict=True): not one gradient a parent
-            raise _count_error(node._op, pgrads, parents) from None
-        raise
-    for leaf, g in grads.items():  # only leaves are left: every interior node was popped when it ran
-        _into_leaf(leaf, g, fresh=leaf in owned)
+                    elif type(prev) is np.ndarray and p in owned:
+                        prev += pg  # safe: the engine made prev and handed it to no one yet
+                    else:
+                        grads[p] = prev + pg  # the reference walk's sum, in a new buffer the engine owns
+                        owned.add(p)
+            if p._backward is None:  # a leaf: no count to lower
+                continue
+            n = pending[p] - 1  # an interior node counts this edge as done, gradient or None
+            if n:
+                pending[p] = n
+            else:  # ready; forgotten here, so a node the walk has passed is freed (checkpointing relies on it)
+                del pending[p]
+                ready.append(p)
 
 
 def _add_scatter(grads, owned, p, s):
@@ -306,14 +305,15 @@ def _add_scatter(grads, owned, p, s):
 
 def _into_leaf(leaf, g, fresh):
     """Add g (an array or a Scatter) into leaf.grad; a fresh array (nobody else holds it) is adopted."""
+    lg = leaf.grad
     if type(g) is Scatter:
-        if leaf.grad is None:
+        if lg is None:
             leaf.grad = g.dense(leaf.data.shape, leaf.data.dtype)
         else:
-            g.add_into(leaf.grad)
-    elif leaf.grad is None:
+            g.add_into(lg)
+    elif lg is None:
         leaf.grad = g if fresh and type(g) is np.ndarray else np.array(g)
-    elif type(leaf.grad) is np.ndarray:
-        leaf.grad += g  # the engine made leaf.grad, so it may add in place
+    elif type(lg) is np.ndarray:
+        lg += g  # the engine made (or adopted) leaf.grad, so it may add in place
     else:  # a Tensor left by an earlier create_graph backward: a new sum, as torch
-        leaf.grad = leaf.grad + g
+        leaf.grad = lg + g

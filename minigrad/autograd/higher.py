@@ -59,7 +59,7 @@ class ArrayBackward:
         self.backward, self.vjp, self.reference, self.op = backward, vjp, reference, op
 
     def __call__(self, g, out, *inputs, need=None):
-        if isinstance(g, (np.ndarray, np.generic)):  # an array walk (the closure reads requires_grad itself)
+        if type(g) is np.ndarray or isinstance(g, np.generic):  # an array walk (the closure reads requires_grad)
             return self.backward(g)
         if self.vjp is not None:
             return self.vjp(g, out, *inputs) if need is None else self.vjp(g, out, *inputs, need=need)

@@ -48,11 +48,9 @@ def record_backward(self, root, grad, retain_graph=False):
         if g is None:
             pgrads, g_owned = (None,) * len(parents), False
         else:
-            if node in owned:
+            g_owned = g.size >= _IN_PLACE_MIN_SIZE and node in owned
+            if g_owned:
                 owned.discard(node)
-                g_owned = g.size >= _IN_PLACE_MIN_SIZE
-            else:
-                g_owned = False
             xs = [p.data for p in parents]
             xv = [self.var[id(p.data)] for p in parents]
             if rexpr in self.closures:  # a kernel's closure: it takes g alone (ArrayBackward does the same)
@@ -89,6 +87,9 @@ def record_backward(self, root, grad, retain_graph=False):
             if pg is not None:
                 pv = g_v if pg is g else self.var[id(pg)]
                 if type(pg) is Scatter:
+                    if p._backward is None:
+                        _leaf(self, p, pg, pv, False)
+                        continue
                     _add_scatter(self, grads, gvar, owned, p, pg, pv)
                 else:
                     pd = p.data
@@ -104,6 +105,9 @@ def record_backward(self, root, grad, retain_graph=False):
                     if pg.dtype is not pd.dtype and pg.dtype != pd.dtype:
                         pg, fresh = pg.astype(pd.dtype), True
                         pv = self._line(pg, f"{pv}.astype({self.obj(pd.dtype)})")
+                    if p._backward is None:  # a leaf: straight into its .grad, as run_backward
+                        _leaf(self, p, pg, pv, fresh)
+                        continue
                     prev = grads.get(p)
                     if prev is None:
                         grads[p], gvar[p] = pg, pv
@@ -124,10 +128,12 @@ def record_backward(self, root, grad, retain_graph=False):
             else:
                 del pending[p]
                 ready.append(p)
-    for leaf, g in grads.items():  # leaves: into .grad (the replay's own input Tensor for an input)
-        fresh = leaf in owned
-        _into_leaf(leaf, g, fresh=fresh)
-        L.append(f"{self.obj(_into_leaf)}({self.names.get(id(leaf)) or self.obj(leaf, 'P')}, {gvar[leaf]}, {fresh})")
+
+
+def _leaf(self, leaf, g, gv, fresh):
+    """_into_leaf, written down (the replay's own Tensor for an input leaf, the parameter itself otherwise)."""
+    _into_leaf(leaf, g, fresh=fresh)
+    self.lines.append(f"{self.obj(_into_leaf)}({self.names.get(id(leaf)) or self.obj(leaf, 'P')}, {gv}, {fresh})")
 
 
 def _add_scatter(self, grads, gvar, owned, p, s, sv):

@@ -127,7 +127,9 @@ def class_rows(x):
 
 def from_rows(d, shape):
     """(M, C) rows back to the layout `shape` of class_rows' input."""
-    if len(shape) <= 2:
+    if len(shape) == 2:
+        return d
+    if len(shape) < 2:
         return d.reshape(shape)
     nd, C = len(shape), shape[1]
     d = d.reshape(shape[:1] + shape[2:] + (C,))

@@ -13,12 +13,14 @@ from ..tensor import Tensor
 
 
 @saves()
-def identity_vjp(g, out, x):  # the rule of every op whose gradient is g itself (x + c, clone, expand ...)
+def identity_vjp(g, out, x):
+    """The rule of every op whose gradient is g itself (x + c, clone, expand ...)."""
     return (g,)
 
 
 @saves()
-def zero_vjp(g, out, *xs, need=None):  # piecewise constant (rounding, sign, floor division): slope 0
+def zero_vjp(g, out, *xs, need=None):
+    """The rule of the piecewise-constant ops (rounding, sign, floor division): slope 0."""
     return [zeros_like(g) for _ in xs]
 
 

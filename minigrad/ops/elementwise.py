@@ -116,10 +116,9 @@ def sigmoid(a):
     return make_node(_sigmoid(floating(a.data)), (a,), None, "sigmoid", vjp=_sigmoid_vjp)
 
 
-@saves("inputs", in_place=True, forward=lambda x: np.maximum(x, const(0, x.dtype) if x.dtype.kind == "f" else 0))
-def _relu_vjp(g, out, x, owned=False):  # relu'(x) = 1 where x > 0, else 0 (relu'(0) = 0)
-    above = x > (const(0, x.dtype) if x.dtype.kind == "f" else 0)  # (a 0-d array: cheaper than 0, blas.const)
-    return (np.multiply(g, above, out=g) if owned else g * above,)
+@saves("inputs", in_place=True, forward=lambda zero, x: np.maximum(x, zero))
+def _relu_vjp(zero, g, out, x, owned=False):  # relu'(x) = 1 where x > 0, else 0 (relu'(0) = 0)
+    return (np.multiply(g, x > zero, out=g) if owned else g * (x > zero),)
 
 
 def relu(a):
@@ -127,7 +126,7 @@ def relu(a):
     a = as_tensor(a)
     x = a.data
     zero = const(0, x.dtype) if x.dtype.kind == "f" else 0  # a 0-d array: cheaper than the number 0 (blas.const)
-    return make_node(np.maximum(x, zero), (a,), None, "relu", vjp=_relu_vjp)
+    return make_node(np.maximum(x, zero), (a,), None, "relu", vjp=partial(_relu_vjp, zero))
 
 
 @saves("inputs")

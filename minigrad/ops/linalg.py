@@ -25,6 +25,8 @@ def _mm(x, y):
 
 @saves("inputs")
 def _matmul_vjp(g, out, a, b, need=(True, True)):  # d(A B) = (g B^T, A^T g), vectors promoted to matrices and back
+    if a.ndim == 2 and b.ndim == 2:  # two matrices (x @ W, say): the shortest path
+        return (_mm(g, b.T) if need[0] else None), (_mm(a.T, g) if need[1] else None)
     a2 = a[None, :] if a.ndim == 1 else a
     b2 = b[:, None] if b.ndim == 1 else b
     if b.ndim == 1:  # first: a 0-d g (vector @ vector) needs the last axis before it has a -2
