@@ -170,8 +170,7 @@ class _Variant:
             self.eager_reason = _difference(key1, key2, src1, src2)
             return
         self.replay, self.source = rec.build(out_expr)
-        ns = {"_tapes": rec.ns}
-        ns.update(rec.ns)
+        ns = dict(rec.ns)
         exec(builtins.compile(guard_src, f"<minigrad guard of {fn_name}>", "exec"), ns)
         self.guard = ns["guard"]
         self.tapes = None
@@ -209,7 +208,8 @@ def _difference(key1, key2, src1, src2):
 
 
 class Compiled:
-    """The compiled function: call it as fn. `.variants` (guard key -> _Variant), `.source(*args)` the tape."""
+    """The compiled function: call it as fn. `.variants` (guard key -> _Variant), `.source()` the tapes'
+    text, `.captures` and `.replays` how many calls did each."""
 
     def __init__(self, fn, max_variants=8, strict=False, enabled=True):
         self.fn, self.max_variants, self.strict, self.enabled = fn, max_variants, strict, enabled
@@ -267,11 +267,8 @@ class Compiled:
     def _capture(self, v, arrays, args, kwargs):
         rec = Recorder(arrays)
         self.captures += 1
-        with _Patches(rec):
-            try:
-                out = self.fn(*args, **kwargs)
-            except _SoftFail as e:  # pragma: no cover - soft failures are recorded, not raised
-                raise e.args[0]
+        with _Patches(rec):  # (an op the tape cannot hold is noted in rec.failed; the step runs on eagerly)
+            out = self.fn(*args, **kwargs)
         if rec.failed is not None:
             self._eager(v, rec.failed)
             return out
@@ -291,10 +288,6 @@ class Compiled:
     def source(self):
         """The tapes' Python source, one per replaying variant (what a replay runs)."""
         return [v.source for v in self.variants.values() if v.source]
-
-
-class _SoftFail(Exception):
-    pass
 
 
 def _describe(key):
