@@ -1,7 +1,5 @@
 """Every documented footgun of minigrad.compile (docs/compile.md), one test each: what it refuses, what it
 detects, and what it cannot see (the behaviour is then stated here, so that a change to it is noticed)."""
-import warnings
-
 import numpy as np
 import pytest
 
