@@ -263,3 +263,39 @@ def test_sampling_in_a_policy_draws_fresh_on_every_replay():
     assert len({a.tobytes() for _, a in comp}) > 1
     for p, q in zip(ne.parameters(), nc.parameters()):
         assert p.data.tobytes() == q.data.tobytes()
+
+
+def test_a_hook_makes_the_step_run_eagerly_and_says_so():
+    w = Tensor(np.ones(3, np.float32), requires_grad=True)
+    seen = []
+    handle = w.register_hook(lambda g: seen.append(g.copy()))
+
+    def step(x):
+        w.zero_grad()
+        loss = (w * x).sum()
+        loss.backward()
+        return loss
+    compiled = mg.compile(step)
+    with pytest.warns(CompileWarning, match="hook"):
+        for _ in range(3):
+            compiled(Tensor(np.full(3, 2.0, np.float32)))
+    assert len(seen) == 3 and compiled.replays == 0  # the hook ran every time: eager
+    handle.remove()
+
+
+def test_an_inference_function_replays_too():
+    """No backward, no optimizer: a forward under no_grad is a tape of forward lines (grad mode is in the key)."""
+    mg.manual_seed(0)
+    net = nn.Sequential(nn.Linear(5, 4), nn.ReLU(), nn.Linear(4, 3))
+
+    @mg.compile(strict=True)
+    def predict(x):
+        return ops.softmax(net(x), -1)
+    rng = np.random.default_rng(0)
+    with mg.no_grad():
+        for _ in range(4):
+            x = Tensor(rng.standard_normal((2, 5)).astype(np.float32))
+            assert predict(x).data.tobytes() == ops.softmax(net(x), -1).data.tobytes()
+    assert predict.replays == 2
+    predict(x)  # grad mode on: another variant, captured afresh
+    assert len(predict.variants) == 2

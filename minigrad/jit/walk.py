@@ -18,10 +18,10 @@ def record_backward(self, root, grad, retain_graph=False):
         raise CompileError("compile: the captured function calls backward() twice; a tape holds one backward "
                            "(sum the losses and call backward() once)")
     self.backwards += 1
-    if _hooks._leaves:
-        raise CompileError("compile: a tensor has a hook (register_hook); remove it to compile this step")
-    if root._backward is None:
-        raise CompileError("compile: backward() on a leaf inside a compiled function")
+    if _hooks._leaves or root._backward is None:  # the step goes on eagerly; compile then runs it eagerly
+        self.failed = ("a tensor has a hook (register_hook), which the tape does not replay" if _hooks._leaves
+                       else "backward() on a leaf")
+        return run_backward(root, grad, retain_graph)
     gv = self.const(grad, "backward")
     pending, stack, clock = {root: 0}, [root], _versions._clock
     while stack:  # 1. count the edges into each interior node (run_backward's step 1)
