@@ -299,3 +299,20 @@ def test_gradients_accumulated_over_calls_are_bitwise_eager():
             return loss
         return [("w", w)], step
     run_both(make, _batches(6, lambda r: (Tensor(r.standard_normal((2, 3)).astype(np.float32)),)))
+
+
+def test_an_op_whose_output_views_its_input_needs_no_declared_forward():
+    """expand declares no forward: its output is a view of its input's memory, which the tape rebuilds."""
+    def make():
+        w = Tensor(np.arange(3, dtype=np.float32), requires_grad=True)
+
+        def step(x):
+            w.zero_grad()
+            y = (w * x).reshape(3, 1).expand(3, 4)   # expand: a broadcast view, no forward declared
+            loss = (y * Tensor(np.arange(12, dtype=np.float32).reshape(3, 4))).sum()
+            loss.backward()
+            return loss
+        return [("w", w)], step
+    compiled = run_both(make, _batches(5, lambda r: (Tensor(r.standard_normal(3).astype(np.float32)),)))
+    src = compiled.source()[0]
+    assert any("(3, 4)" in line and "(4, 0)" in line for line in src.splitlines())  # the view: shape, strides

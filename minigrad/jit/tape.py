@@ -223,7 +223,7 @@ class Recorder:
         """An op with no declared forward whose output views its input's memory: rebuild the same view."""
         root = data.base
         for p, v in zip(parents, ins):
-            if root is not None and root is _root(p.data):
+            if root is not None and root is (p.data if p.data.base is None else p.data.base):
                 return self._view_line(data, v, p.data, name)
         raise CompileError(f"compile: op '{name}' declares no forward for replay (rule.forward beside its gradient "
                            f"rule, or kernel= beside its plain form); it cannot be captured. Run this step "
