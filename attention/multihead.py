@@ -4,6 +4,7 @@ torch.nn.MultiheadAttention (a PyTorch state dict loads unchanged) and a choice 
 import numpy as np
 
 from minigrad import ops
+from minigrad.jit import record
 from minigrad.nn import Linear, Module, parameter, xavier_uniform_, zeros_
 
 from .efficient import attend_chunked
@@ -179,7 +180,8 @@ class MultiHeadAttention(Module):
                     raise ValueError("MultiHeadAttention: give attn_mask or is_causal=True, not both")
                 attn_mask, is_causal = causal_mask(L, k.shape[2]), False  # lower-right: after the cached keys
             S = k.shape[2]
-        allowed, bias = mha_masks(key_padding_mask, attn_mask, is_causal, B, H, L, S, query.dtype)
+        # (recorded: a compiled step builds this call's masks from this call's padding, not the capture's)
+        allowed, bias = record(mha_masks, key_padding_mask, attn_mask, is_causal, B, H, L, S, query.dtype)
         common = (allowed, bias, self.dropout, None, need_weights, self.training, None)
         grouped = self.num_kv_heads != H
         if cache is not None:

@@ -316,3 +316,26 @@ def test_an_op_whose_output_views_its_input_needs_no_declared_forward():
     compiled = run_both(make, _batches(5, lambda r: (Tensor(r.standard_normal(3).astype(np.float32)),)))
     src = compiled.source()[0]
     assert any("(3, 4)" in line and "(4, 0)" in line for line in src.splitlines())  # the view: shape, strides
+
+
+def test_padding_masks_rebuilt_from_each_batch_lengths():
+    """A mask computed with NumPy from the batch (padding from lengths) is recorded (minigrad.jit.record), as
+    MultiHeadAttention records its own mask arithmetic: each replay masks by its own batch's lengths."""
+    from attention.masks import padding_mask_from_lengths
+
+    def make():
+        mg.manual_seed(0)
+        layer = attention.TransformerEncoderLayer(8, 2, 16, dropout=0.0)
+        opt = optim.Adam(layer.parameters(), lr=1e-2)
+
+        def step(x, lengths):
+            opt.zero_grad()
+            kpm = mg.jit.record(padding_mask_from_lengths, lengths, x.shape[1])
+            y = layer(x, src_key_padding_mask=kpm)
+            loss = (y * y).mean()
+            loss.backward()
+            opt.step()
+            return loss
+        return list(layer.named_parameters()), step
+    run_both(make, _batches(6, lambda r: (Tensor(r.standard_normal((3, 5, 8)).astype(np.float32)),
+                                          r.integers(1, 6, 3))))

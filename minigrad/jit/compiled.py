@@ -294,6 +294,17 @@ def _describe(key):
     return "(" + ", ".join(f"{k[0]} {k[1]}" if type(k[0]) is tuple else repr(k[-1]) for k in key[0]) + ")"
 
 
+def record(fn, *args):
+    """fn(*args) for a function of arrays that the step computes outside the ops (a padding mask from the batch's
+    lengths, say): while a step is captured, the call goes on the tape, so that each replay computes it again
+    from the replay's arrays instead of reusing the captured result. Returns fn(*args)."""
+    out = fn(*args)
+    hook = getattr(_tensor._tracer, "draw", None)
+    if hook is not None:
+        hook(fn, args, out)
+    return out
+
+
 def compile(fn=None, *, max_variants=8, strict=False, enabled=True):
     """Capture fn (a training step: forward, backward(), optimizer step) once and replay it on later calls.
 

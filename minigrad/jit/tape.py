@@ -316,11 +316,20 @@ class Recorder:
         self.lines.append(f"{self.obj(fn, 'F')}({', '.join(arg(a) for a in args)})")
 
     def draw(self, fn, args, result):
-        """Write down a random draw result = fn(*args) (fn reads minigrad's generator when it runs)."""
-        if self.failed is not None or not isinstance(result, np.ndarray):
+        """Write down result = fn(*args): a random draw (fn reads minigrad's generator when it runs) or an array
+        function of the step's arrays (random.draw, jit.record); result an array or a tuple of arrays and Nones."""
+        if self.failed is not None:
+            return
+        parts = result if type(result) is tuple else (result,)
+        if not all(p is None or type(p) is np.ndarray for p in parts):
+            self.failed = f"{fn.__name__} (recorded) returned a {type(result).__name__}, not arrays"
             return
         self.key.append(("draw", id(fn)))
-        return self._bind(result, f"{self.obj(fn, 'F')}({', '.join(self.const(a, 'draw') for a in args)})")
+        call = f"{self.obj(fn, 'F')}({', '.join(self.const(a, fn.__name__) for a in args)})"
+        if type(result) is not tuple:
+            return self._bind(result, call)
+        names = ["_" if p is None else self._fresh(p) for p in parts]
+        self.lines.append(f"{', '.join(names)}{',' if len(names) == 1 else ''} = {call}")
 
     # ---- the function ---------------------------------------------------------------------------------
     def output(self, value):
