@@ -241,8 +241,8 @@ def run_backward(root, grad, retain_graph=False):
                     pgrads = rule(g, node.data, parents[0].data, owned=True)
                 else:
                     pgrads = rule(g, node.data, parents[0].data)
-            elif getattr(rule, "backward", None) is not None:  # three inputs or more: a fused kernel (an
-                pgrads = rule.backward(g)                        # ArrayBackward) needs only g for its closure
+            elif getattr(rule, "backward", None) is not None:  # three inputs or more, a fused kernel's node
+                pgrads = rule.backward(g)  # (an ArrayBackward): its array closure needs g alone, not the arrays
             else:
                 pgrads = rule(g, node.data, *[p.data for p in parents], need=tuple([p.requires_grad for p in parents]))
             if len(pgrads) != len(parents):  # one gradient per parent (B1); (zip(strict=True) costs ~0.1 us)
@@ -270,9 +270,11 @@ def run_backward(root, grad, retain_graph=False):
                     if pg.dtype is not pd.dtype and pg.dtype != pd.dtype:
                         pg, fresh = pg.astype(pd.dtype), True
                     if p._backward is None:  # a leaf: straight into its .grad (nothing downstream needs it)
-                        lg = p.grad
+                        lg = p.grad  # _into_leaf's two usual cases, inlined (a call per leaf edge costs ~5%):
                         if type(lg) is np.ndarray:
-                            lg += pg  # _into_leaf's usual case, inlined (a call per leaf edge costs ~5%)
+                            lg += pg  # add into the array the engine made
+                        elif lg is None and fresh and type(pg) is np.ndarray:
+                            p.grad = pg  # adopt a fresh one
                         else:
                             _into_leaf(p, pg, fresh)
                         continue

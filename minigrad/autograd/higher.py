@@ -88,7 +88,7 @@ def _sum_to(g, shape):
 
 
 def _array_vjp(node, g):
-    """The first-order step: the node's array closure, its Scatters made dense, wrapped as constant Tensors."""
+    """The first-order step: the node's rule on arrays, its Scatters made dense, wrapped as constant Tensors."""
     out, pgrads = [], call_rule(node, g.data, node.data, [p.data for p in node._parents])
     if len(pgrads) != len(node._parents):
         raise _count_error(node._op, pgrads, node._parents)
