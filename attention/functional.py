@@ -404,8 +404,37 @@ def dense_plain(scale, allowed, bias, keep, packed, dirty, *inputs, weights_only
     return p @ v
 
 
-@autograd.saves("out", in_place=True)
-def _masked_softmax_vjp(axis, g, p, scores, owned=False):  # d softmax: p (g - sum(g p)); p = 0 where masked
+def _attend_again(scale, allowed, bias, keep, packed, dirty, *inputs, weights_only=False):
+    """The attention node again on its inputs and its dense_plain constants, for minigrad.compile's tape
+    (without dropout: its pattern is drawn inside the kernel; a step with it runs eagerly)."""
+    if keep is not None:
+        raise RuntimeError("attention with dropout is not captured; run it eagerly")
+    n = 1 if packed else 3  # one packed (3, ..., T, D) input, or q, k, v; then a float mask that requires grad
+    q, k, v = (None,) * 3 if packed else inputs[:3]
+    res = attend(q, k, v, inputs[0] if packed else None, allowed, inputs[n] if len(inputs) > n else bias, 0.0,
+                 scale, weights_only, True, None)
+    return res[1] if weights_only else res
+
+
+dense_plain.kernel = _attend_again
+
+
+def _masked_softmax_forward(allowed, axis, x):
+    """masked_softmax's arrays: a softmax over the allowed entries of x, 0 elsewhere (and on a row with none)."""
+    s = np.where(allowed, x, np.array(-np.inf, x.dtype))
+    last = axis in (-1, x.ndim - 1)
+    m = blas.rowmax(s) if last else s.max(axis=axis, keepdims=True)
+    m[~np.isfinite(m)] = 0
+    s -= m
+    p = np.exp(s, out=s)
+    denom = blas.rowsum(p) if last else p.sum(axis=axis, keepdims=True)
+    denom[denom == 0] = 1
+    p /= denom
+    return p
+
+
+@autograd.saves("out", in_place=True, forward=_masked_softmax_forward)  # (allowed: the forward's constant, not the rule's)
+def _masked_softmax_vjp(allowed, axis, g, p, scores, owned=False):  # d softmax: p (g - sum(g p)); 0 where masked
     s = (g * p).sum(axis=axis, keepdims=True) if axis not in (-1, p.ndim - 1) or not isinstance(g, np.ndarray) \
         else blas.rowdot(g, p)
     if owned and g.dtype == p.dtype:  # g is the engine's own buffer: the same arithmetic, in it
@@ -427,13 +456,5 @@ def masked_softmax(scores, allowed=None, axis=-1):
         return scores.softmax(axis=axis)
     allowed = as_bool_mask(allowed, "masked_softmax: allowed")
     check_broadcast(allowed, x.shape, "mask", "the scores")
-    s = np.where(allowed, x, np.array(-np.inf, x.dtype))
-    last = axis in (-1, x.ndim - 1)
-    m = blas.rowmax(s) if last else s.max(axis=axis, keepdims=True)
-    m[~np.isfinite(m)] = 0
-    s -= m
-    p = np.exp(s, out=s)
-    denom = blas.rowsum(p) if last else p.sum(axis=axis, keepdims=True)
-    denom[denom == 0] = 1
-    p /= denom
-    return make_node(p, (scores,), None, "masked_softmax", vjp=functools.partial(_masked_softmax_vjp, axis))
+    return make_node(_masked_softmax_forward(allowed, axis, x), (scores,), None, "masked_softmax",
+                     vjp=functools.partial(_masked_softmax_vjp, allowed, axis))

@@ -4,6 +4,7 @@ torch.nn.MultiheadAttention (a PyTorch state dict loads unchanged) and a choice 
 import numpy as np
 
 from minigrad import ops
+from minigrad.jit import record
 from minigrad.nn import Linear, Module, parameter, xavier_uniform_, zeros_
 
 from .efficient import attend_chunked
@@ -43,7 +44,8 @@ def _dense(m, q, k, v, packed, key_padding_mask, attn_mask, is_causal, need_weig
     x = q if packed is None else packed
     B, H, L = x.shape[-4:-1]
     S = (k if packed is None else packed).shape[-2]
-    allowed, bias = mha_masks(key_padding_mask, attn_mask, is_causal, B, H, L, S, x.dtype)
+    # (recorded: a compiled step builds this call's masks from this call's padding, not the capture's)
+    allowed, bias = record(mha_masks, key_padding_mask, attn_mask, is_causal, B, H, L, S, x.dtype)
     common = (allowed, bias, m.dropout, None, need_weights, m.training, None)
     if packed is not None:
         res = attend(None, None, None, packed, *common)

@@ -118,6 +118,9 @@ def _additive_reference(wq, uk, v):
     return (wq.unsqueeze(-2) + uk.unsqueeze(-3)).tanh() @ v  # (..., L, S, A) @ (A,)
 
 
+_additive_reference.kernel = _additive  # minigrad.compile's tape re-runs the kernel
+
+
 class AdditiveScore(Score):
     """Bahdanau: v^T tanh(W q + U k), hidden size A; prepare_keys gives U k once per source."""
 

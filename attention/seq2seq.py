@@ -90,7 +90,7 @@ class Seq2Seq(Module):
             fwd, h_f = self._run(self.enc_fwd, x, valid, range(S))
             bwd, h_b = self._run(self.enc_bwd, x, valid, range(S - 1, -1, -1)) if self.bidirectional else (None,) * 2
         else:  # each direction is one gru_sequence node (same cells, same parameters): one GEMM projects all steps
-            x = self.src_emb(np.ascontiguousarray(s.T))              # (S, B, E), time-major
+            x = self.src_emb(s.T)                                    # (S, B, E), time-major (a view of src: compile follows it)
             fwd, h_f = self._sequence(self.enc_fwd, x, lengths, False)
             bwd, h_b = self._sequence(self.enc_bwd, x, lengths, True) if self.bidirectional else (None,) * 2
         if not self.bidirectional:

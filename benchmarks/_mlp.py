@@ -66,7 +66,8 @@ def numpy_impl(params, x, y):
 
 # ---- minigrad: nn.Linear, ops.relu, ops.cross_entropy, optim.SGD ----------------------------------
 
-def minigrad_impl(params, x, y):
+def minigrad_impl(params, x, y, compiled=False):
+    import minigrad
     from minigrad import Tensor, nn, ops, optim
 
     class MLP(nn.Module):
@@ -100,6 +101,26 @@ def minigrad_impl(params, x, y):
         out = {"loss": loss.data, **{k: v.grad for k, v in ps.items()}}
         out.update({f"graph node ({d})": np.zeros(0, d) for d in dtypes})  # every node's dtype, checked too
         return out
+    if compiled:  # the same step under minigrad.compile: the batch is the tape's input
+        def train(x, y):
+            opt.zero_grad()
+            loss = ops.cross_entropy(net(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+
+        def grad_only(x, y):
+            opt.zero_grad()
+            loss = ops.cross_entropy(net(x), y)
+            loss.backward()
+            return loss
+        train_c, grad_c = minigrad.compile(train, strict=True), minigrad.compile(grad_only, strict=True)
+
+        def grads_c():
+            for _ in range(3):  # warm-up, capture, replay: the replay's gradients are checked
+                loss = grad_c(xt, yt)
+            return {"loss": loss.data, **{k: v.grad for k, v in ps.items()}}
+        return Impl(lambda: train_c(xt, yt), grads_c, lambda: {k: v.data for k, v in ps.items()})
     return Impl(step, grads, lambda: {k: v.data for k, v in ps.items()})
 
 
@@ -316,6 +337,7 @@ def build(sizes, batch, dtype, with_micrograd, seed=0):
     """(impls, notes) for one size: the floor first, then each framework that is installed."""
     params, x, y = make_data(sizes, batch, dtype, seed)
     makers = {"numpy floor": numpy_impl, "minigrad": minigrad_impl, "minigrad (raw ops)": minigrad_raw_impl,
+              "minigrad.compile": lambda *a: minigrad_impl(*a, compiled=True),
               "torch": torch_impl, "torch (raw ops)": torch_raw_impl,
               "autograd (HIPS)": autograd_impl, "mygrad": mygrad_impl}
     if with_micrograd is True:

@@ -46,6 +46,34 @@ def minigrad_impl(model, loss_fn):
     return Impl(step, grads, params=lambda: {k: p.data.copy() for k, p in ps.items()})
 
 
+def minigrad_compiled_impl(model, loss_of, data):
+    """minigrad_impl's step under minigrad.compile: loss_of(model, *data), the data passed as the tape's inputs.
+    grads() calls a compiled gradient-only step three times, so that what it returns is a replay's."""
+    import minigrad
+    ps = dict(model.named_parameters())
+    opt = minigrad.optim.Adam(list(ps.values()), lr=LR)
+
+    def train(*d):
+        opt.zero_grad()
+        loss = loss_of(model, *d)
+        loss.backward()
+        opt.step()
+        return loss
+
+    def grad_only(*d):
+        opt.zero_grad()
+        loss = loss_of(model, *d)
+        loss.backward()
+        return loss
+    step, grad_step = minigrad.compile(train, strict=True), minigrad.compile(grad_only, strict=True)
+
+    def grads():
+        for _ in range(3):  # warm-up, capture, replay
+            loss = grad_step(*data)
+        return {"loss": loss.data, **{k: p.grad for k, p in ps.items()}}
+    return Impl(lambda: step(*data), grads, params=lambda: {k: p.data.copy() for k, p in ps.items()})
+
+
 def torch_impl(model, loss_fn, state, dtype):
     """A torch module with minigrad's parameter names, loading minigrad's state dict; torch's Adam."""
     model = model.to(torch.float64 if dtype == np.float64 else torch.float32)

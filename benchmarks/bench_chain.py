@@ -18,7 +18,7 @@ from benchmarks.common import (RESULTS_JSONL, Impl, anp, as_numpy, autograd, bum
 
 WORKLOAD = "1,000 chained add/mul on 4 floats, fwd+bwd"
 N_OPS, WIDTH = 1000, 4
-IMPL_NAMES = ("minigrad", "torch", "autograd (HIPS)", "mygrad", "micrograd")
+IMPL_NAMES = ("minigrad", "minigrad.compile", "torch", "autograd (HIPS)", "mygrad", "micrograd")
 
 
 def make_data(n_ops, dtype, seed=0):
@@ -91,6 +91,26 @@ def minigrad_impl(x, a, b, pairs):
         out.update({f"graph node ({d})": np.zeros(0, d) for d in dtypes})
         return out
     return Impl(step, grads)
+
+
+def minigrad_compiled_impl(x, a, b, pairs):
+    """minigrad_impl's step under minigrad.compile, the three leaves as the tape's inputs."""
+    import minigrad
+    leaves = xt, at, bt = tuple(minigrad.Tensor(v.copy(), requires_grad=True) for v in (x, a, b))
+
+    @minigrad.compile(strict=True)
+    def step(*leaves):
+        for t in leaves:
+            t.zero_grad()  # (recorded on the tape; `t.grad = None` would not be)
+        loss = chain(*leaves, pairs)
+        loss.backward()
+        return loss
+
+    def grads():
+        for _ in range(3):  # warm-up, capture, replay: the replay's gradients are checked
+            loss = step(*leaves)
+        return {"loss": loss.data, "x": xt.grad, "a": at.grad, "b": bt.grad}
+    return Impl(lambda: step(*leaves), grads)
 
 
 def torch_impl(x, a, b, pairs):
@@ -175,6 +195,7 @@ def micrograd_impl(x, a, b, pairs):
 def build(n_ops, dtype, seed=0):
     data = make_data(n_ops, dtype, seed)
     makers = {"numpy floor": numpy_impl, "numpy fwd only": numpy_forward_impl, "minigrad": minigrad_impl,
+              "minigrad.compile": minigrad_compiled_impl,
               "torch": torch_impl, "autograd (HIPS)": autograd_impl, "mygrad": mygrad_impl,
               "micrograd": micrograd_impl}
     return make_impls(makers, *data)

@@ -14,7 +14,8 @@ from benchmarks.common import main
 WORKLOAD = "MLP 784-128-10, batch 64, SGD step"
 SIZES, BATCH = (784, 128, 10), 64
 MICROGRAD = "skipped: micrograd is scalar-only; 784-128-10 x 64 would be ~6.5M Python nodes per step"
-IMPL_NAMES = ("minigrad", "minigrad (raw ops)", "torch", "torch (raw ops)", "autograd (HIPS)", "mygrad")
+IMPL_NAMES = ("minigrad", "minigrad (raw ops)", "minigrad.compile", "torch", "torch (raw ops)", "autograd (HIPS)",
+              "mygrad")
 
 
 def check(impl=None):

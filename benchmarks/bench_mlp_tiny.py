@@ -13,7 +13,8 @@ from benchmarks.common import main
 
 WORKLOAD = "MLP 16-8-4, batch 4, SGD step"
 SIZES, BATCH = (16, 8, 4), 4
-IMPL_NAMES = ("minigrad", "minigrad (raw ops)", "torch", "torch (raw ops)", "autograd (HIPS)", "mygrad", "micrograd")
+IMPL_NAMES = ("minigrad", "minigrad (raw ops)", "minigrad.compile", "torch", "torch (raw ops)", "autograd (HIPS)",
+              "mygrad", "micrograd")
 
 
 def check(impl=None):

@@ -21,7 +21,7 @@ from benchmarks.common import main, make_impls, missing, torch
 WORKLOAD = "GRU seq2seq + additive attention, B=64 S=T=20, train step"
 SHAPE = dict(B=64, S=20, V=12, E=32, He=32, Hd=64)
 FLOOR = "torch (same modules)"
-IMPL_NAMES = ("minigrad (attention.Seq2Seq)", "torch (nn.GRU encoder)")
+IMPL_NAMES = ("minigrad (attention.Seq2Seq)", "minigrad.compile (attention.Seq2Seq)", "torch (nn.GRU encoder)")
 
 try:
     import attention
@@ -41,7 +41,7 @@ def make_data(B, S, V, seed=0):
 
 # ---- minigrad ------------------------------------------------------------------------------------
 
-def _minigrad(cls, data, dtype, V, E, He, Hd, seed):
+def _minigrad(cls, data, dtype, V, E, He, Hd, seed, compiled=False):
     from minigrad import manual_seed, ops
     src, tgt_in, tgt_out = data
 
@@ -51,10 +51,12 @@ def _minigrad(cls, data, dtype, V, E, He, Hd, seed):
     model = _train.minigrad_model(make, dtype)
     flat = tgt_out.reshape(-1)
 
-    def loss_fn(m):
+    def loss_of(m, src, tgt_in, flat):
         logits, _ = m(src, tgt_in)
         return ops.cross_entropy(logits.reshape(-1, V), flat)
-    return model, _train.minigrad_impl(model, loss_fn)
+    if compiled:  # the same step under minigrad.compile, its data as the tape's inputs
+        return model, _train.minigrad_compiled_impl(model, loss_of, (src, tgt_in, flat))
+    return model, _train.minigrad_impl(model, lambda m: loss_of(m, src, tgt_in, flat))
 
 
 # ---- PyTorch eager -------------------------------------------------------------------------------
@@ -155,6 +157,8 @@ def build(B, S, V, E, He, Hd, dtype, seed=0):
         note = f"skipped: attention is not importable ({_attention_error})"
         return {}, {n: note for n in (FLOOR,) + IMPL_NAMES}
     model, impls["minigrad (attention.Seq2Seq)"] = _minigrad(attention.Seq2Seq, data, dtype, V, E, He, Hd, seed)
+    _, impls["minigrad.compile (attention.Seq2Seq)"] = _minigrad(attention.Seq2Seq, data, dtype, V, E, He, Hd, seed,
+                                                                 compiled=True)
     state = model.state_dict()
     more, notes = make_impls({FLOOR: lambda *a: _torch(False, *a),
                               "torch (nn.GRU encoder)": lambda *a: _torch(True, *a)},

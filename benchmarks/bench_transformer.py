@@ -26,7 +26,7 @@ FLOOR = "torch (nn layers)"
 # these tiny heads (d 8, length 20) it takes about 40% of torch's step (torch.profiler). The same model with
 # the plain-math kernel is torch's fastest eager form here, so it is timed too, and the target holds against both.
 MATH = "torch (nn layers, math attention)"
-IMPL_NAMES = ("minigrad (attention layers)",)
+IMPL_NAMES = ("minigrad (attention layers)", "minigrad.compile (attention layers)")
 
 try:
     import attention
@@ -35,7 +35,7 @@ except Exception as e:  # pragma: no cover - depends on the state of the tree
     attention, _attention_error = None, f"{type(e).__name__}: {e}"
 
 
-def _minigrad(data, dtype, V, D, H, F, layers, seed):
+def _minigrad(data, dtype, V, D, H, F, layers, seed, compiled=False):
     import minigrad
     from minigrad import nn, ops
     src, tgt_in, tgt_out = data
@@ -64,9 +64,11 @@ def _minigrad(data, dtype, V, D, H, F, layers, seed):
     model = _train.minigrad_model(make, dtype)
     flat = tgt_out.reshape(-1)
 
-    def loss_fn(m):
+    def loss_of(m, src, tgt_in, flat):
         return ops.cross_entropy(m(src, tgt_in).reshape(-1, V), flat)
-    return model, _train.minigrad_impl(model, loss_fn)
+    if compiled:  # the same step under minigrad.compile, its data as the tape's inputs
+        return model, _train.minigrad_compiled_impl(model, loss_of, (src, tgt_in, flat))
+    return model, _train.minigrad_impl(model, lambda m: loss_of(m, src, tgt_in, flat))
 
 
 def _torch(state, data, dtype, V, D, H, F, layers):
@@ -108,6 +110,7 @@ def build(B, S, V, D, H, F, layers, dtype, seed=0):
         return {}, {n: note for n in (FLOOR,) + IMPL_NAMES}
     model, mg = _minigrad(data, dtype, V, D, H, F, layers, seed)
     impls, notes = {"minigrad (attention layers)": mg}, {}
+    impls["minigrad.compile (attention layers)"] = _minigrad(data, dtype, V, D, H, F, layers, seed, compiled=True)[1]
     t = _torch(model.state_dict(), data, dtype, V, D, H, F, layers)
     (notes if isinstance(t, str) else impls)[FLOOR] = t
     if not isinstance(t, str):  # the same model with torch's plain-math attention (see MATH's comment)

@@ -19,7 +19,7 @@ from benchmarks.common import HERE, RESULTS_JSONL, fmt_time, print_check
 BENCHMARKS = {"mha": bench_mha, "mlp": bench_mlp, "mlp_tiny": bench_mlp_tiny, "chain": bench_chain,
               "long": bench_long_attention}
 BENCHMARKS.update({"seq2seq": bench_seq2seq, "transformer": bench_transformer})
-COLUMNS = ("numpy floor", "minigrad", "torch", "autograd (HIPS)", "mygrad", "micrograd")
+COLUMNS = ("numpy floor", "minigrad", "minigrad.compile", "torch", "autograd (HIPS)", "mygrad", "micrograd")
 # the speed targets, float32, 1 thread: (workload, implementation, at most this many times, the reference's time)
 TARGETS = [(bench_mha.WORKLOAD, "minigrad (Tensor ops)", 1.10, "numpy floor"),
            (bench_mha.WORKLOAD, "minigrad (Tensor ops)", 1.00, "torch (Tensor ops)"),
@@ -30,6 +30,13 @@ TARGETS = [(bench_mha.WORKLOAD, "minigrad (Tensor ops)", 1.10, "numpy floor"),
            (bench_seq2seq.WORKLOAD, "minigrad (attention.Seq2Seq)", 0.80, bench_seq2seq.FLOOR),
            (bench_transformer.WORKLOAD, "minigrad (attention layers)", 0.90, bench_transformer.FLOOR),
            (bench_transformer.WORKLOAD, "minigrad (attention layers)", 0.90, bench_transformer.MATH),
+           # minigrad.compile (issue 33): the tape against the floor, and the training steps against eager minigrad
+           (bench_mlp_tiny.WORKLOAD, "minigrad.compile", 1.15, "numpy floor"),
+           (bench_chain.WORKLOAD, "minigrad.compile", 1.5, "numpy floor"),
+           (bench_mlp.WORKLOAD, "minigrad.compile", 1.05, "numpy floor"),
+           (bench_seq2seq.WORKLOAD, "minigrad.compile (attention.Seq2Seq)", 1 / 1.3, "minigrad (attention.Seq2Seq)"),
+           (bench_transformer.WORKLOAD, "minigrad.compile (attention layers)", 1 / 1.3,
+            "minigrad (attention layers)"),
            # sliding window vs the banded floor
            (bench_long_attention.WORKLOAD, bench_long_attention.IMPL_NAMES[0], 1.25, "numpy floor")]
 

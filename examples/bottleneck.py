@@ -16,7 +16,7 @@ length drawn uniformly from 5-20 (so no step computes on padding); 200 held-out 
 --quick: lengths 5-12, 500 steps of 32, tested on 5-16 with 100 sequences a length.
 Writes its PNG figures, metrics.json (its headline numbers), section.md and headline.json under --out.
 """
-from common import Progress, Report, parse_args
+from common import Progress, Report, add_compile_flag, compiled, parse_args
 
 import multiprocessing
 import time
@@ -52,6 +52,7 @@ def add_flags(p):
     p.add_argument("--max-test-len", type=positive, default=None, help="longest test length")
     p.add_argument("--test-size", type=positive, default=None, help="test sequences per length")
     p.add_argument("--hidden", type=positive, default=32, help="embedding and encoder width (decoder: 2x)")
+    add_compile_flag(p)
 
 
 def settings(args):
@@ -65,7 +66,7 @@ def settings(args):
     if not 5 <= s["max_train_len"] <= s["max_test_len"]:
         raise SystemExit(f"bottleneck.py: need 5 <= --max-train-len <= --max-test-len, got "
                          f"{s['max_train_len']} and {s['max_test_len']}")
-    s.update(hidden=args.hidden, min_len=5, tokens=10, lr=3e-3, seed=args.seed)
+    s.update(hidden=args.hidden, min_len=5, tokens=10, lr=3e-3, seed=args.seed, compile=args.compile)
     return s
 
 
@@ -106,17 +107,22 @@ def train_one(job):
     sched = mg.optim.CosineAnnealingLR(opt, T_max=s["steps"], eta_min=0.1 * s["lr"])
     steps = s["steps"]
     progress = Progress(steps, label=f"[{name:>8}] ")
+
+    def train_step(src, tgt_in, tgt_out, src_lengths):  # captured once per length and replayed (--no-compile: eager)
+        logits, _ = model(src, tgt_in, src_lengths=src_lengths)
+        loss = mg.cross_entropy(logits.reshape(-1, task.vocab_size), tgt_out.reshape(-1), ignore_index=PAD)
+        opt.zero_grad()
+        loss.backward()
+        mg.optim.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        return loss, logits
+    train_step = compiled(train_step, s["compile"])
     wall, cpu = time.perf_counter(), time.process_time()
     curve_steps, curve_loss, run = [], [], []
     for step in range(1, steps + 1):
         # one length per batch (uniform over the training lengths): no step computes on padding
         b = task.batch(s["batch"], rng, length=int(rng.integers(s["min_len"], s["max_train_len"] + 1)))
-        logits, _ = model(b.src, b.tgt_in, src_lengths=b.src_lengths)
-        loss = mg.cross_entropy(logits.reshape(-1, task.vocab_size), b.tgt_out.reshape(-1), ignore_index=PAD)
-        opt.zero_grad()
-        loss.backward()
-        mg.optim.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
+        loss, logits = train_step(b.src, b.tgt_in, b.tgt_out, b.src_lengths)
         sched.step()
         run.append(loss.item())
         if step % max(1, steps // 50) == 0 or step == steps:

@@ -86,6 +86,20 @@ def parse_args(description, default_out, extra=None, argv=None):
     return args
 
 
+def add_compile_flag(p):
+    """--no-compile, for an example whose training step minigrad.compile captures once and replays."""
+    p.add_argument("--no-compile", dest="compile", action="store_false",
+                   help="run every training step eagerly (by default minigrad.compile captures the step once and "
+                        "replays it: the same numbers, bit for bit, with less Python per step)")
+
+
+def compiled(step, enabled):
+    """minigrad.compile(step) when enabled (the examples' default), else step itself. Batches of new shapes are
+    new variants (up to 64); a step the tape cannot hold runs eagerly, saying why once."""
+    import minigrad  # (here: this file loads before NumPy's thread count is set)
+    return minigrad.compile(step, enabled=enabled, max_variants=64)
+
+
 class Progress:
     """Prints 'step k/n  loss ...  (steps/s, elapsed)' every `every` steps and at the end."""
 

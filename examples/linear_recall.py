@@ -11,7 +11,7 @@ python examples/linear_recall.py [--quick] [--seed N] [--out DIR]
 Recipe (default): 64 keys, 16 values, 1,000 held-out rows; Adam 3e-3, 800 steps of 64; L = 256 ... 8,192.
 --quick: 200 steps, L = 256, 1024. Writes its PNG figures, metrics.json, section.md and headline.json under --out.
 """
-from common import Progress, Report, parse_args, positive_int, pyplot
+from common import Progress, Report, add_compile_flag, compiled, parse_args, positive_int, pyplot
 from plots import length_axes
 
 import numpy as np
@@ -53,12 +53,17 @@ def train(kind, pairs, s, index):
     model = OneLayer(kind, 64, 16)
     opt = mg.optim.Adam(model.parameters(), lr=s["lr"])
     progress = Progress(s["steps"], label=f"[{kind:>7}, {pairs:>2} pairs] ")
-    for step in range(1, s["steps"] + 1):
-        keys, values, query, target, _ = task.batch(s["batch"], rng)
+
+    def train_step(keys, values, query, target):  # captured once and replayed (--no-compile: eager)
         loss = mg.cross_entropy(model(keys, values, query), target)
         opt.zero_grad()
         loss.backward()
         opt.step()
+        return loss
+    train_step = compiled(train_step, s["compile"])
+    for step in range(1, s["steps"] + 1):
+        keys, values, query, target, _ = task.batch(s["batch"], rng)
+        loss = train_step(keys, values, query, target)
         progress(step, loss=loss.item())
     keys, values, query, target, _ = task.test
     with mg.no_grad():
@@ -92,12 +97,14 @@ def add_flags(p):
     p.add_argument("--steps", type=positive_int, default=None, help="training steps per model")
     p.add_argument("--pairs", type=positive_int, nargs="+", default=[8, 32], help="pairs per row, one run each")
     p.add_argument("--lengths", type=positive_int, nargs="+", default=None, help="L of the cost measurements")
+    add_compile_flag(p)
 
 
 def main():
     args = parse_args("E14: linear vs softmax attention (recall accuracy; time and memory vs L)", "linear_recall",
                       extra=add_flags)
-    s = {"steps": args.steps or (200 if args.quick else 800), "batch": 64, "lr": 3e-3, "seed": args.seed}
+    s = {"steps": args.steps or (200 if args.quick else 800), "batch": 64, "lr": 3e-3, "seed": args.seed,
+         "compile": args.compile}
     lengths = args.lengths or ([256, 1024] if args.quick else [256, 1024, 2048, 4096, 8192])
     report = Report(args, "linear_recall", claim=CLAIM)
     acc = [train(kind, p, s, i) for i, (p, kind) in enumerate((p, k) for p in args.pairs for k in KINDS)]

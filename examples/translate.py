@@ -13,7 +13,7 @@ encoder + 2 decoder layers, feed-forward 64, no dropout; Adam at 3e-3 with 200 w
 3,000 steps of 64 sequences per task; 200 held-out sequences per length. --quick: lengths 4-8, 500 steps of 32.
 Writes its PNG figures, metrics.json (its headline numbers), section.md and headline.json under --out.
 """
-from common import Progress, Report, parse_args
+from common import Progress, Report, add_compile_flag, compiled, parse_args
 
 import time
 
@@ -70,7 +70,8 @@ class Transformer(nn.Module):
 
     def forward(self, src, tgt_in, src_lengths=None):
         """Teacher forcing: logits (B, T, V) for tgt_in (B, T), which starts with BOS."""
-        kpm = None if src_lengths is None else padding_mask_from_lengths(src_lengths, src.shape[1])
+        # (recorded: a compiled training step builds each batch's padding mask from that batch's lengths)
+        kpm = None if src_lengths is None else mg.jit.record(padding_mask_from_lengths, src_lengths, src.shape[1])
         return self.decode(tgt_in, self.encode(src, kpm), kpm)[0]
 
     @mg.no_grad()
@@ -114,6 +115,7 @@ def add_flags(p):
     p.add_argument("--batch", type=positive, default=None, help="sequences per training batch")
     p.add_argument("--max-len", type=positive, default=None, help="longest sequence (the shortest is 4)")
     p.add_argument("--test-size", type=positive, default=None, help="held-out test sequences per length")
+    add_compile_flag(p)
 
 
 def settings(args):
@@ -124,7 +126,7 @@ def settings(args):
             s[k] = getattr(args, k)
     if s["max_len"] < 4:
         raise SystemExit(f"translate.py: --max-len must be >= 4, got {s['max_len']}")
-    s.update(min_len=4, tokens=10, lr=3e-3, warmup=min(200, s["steps"] // 5), seed=args.seed)
+    s.update(min_len=4, tokens=10, lr=3e-3, warmup=min(200, s["steps"] // 5), seed=args.seed, compile=args.compile)
     return s
 
 
@@ -154,14 +156,19 @@ def train_task(name, s, index):
     progress = Progress(s["steps"], label=f"[{name:>7}] ")
     wall, cpu = time.perf_counter(), time.process_time()
     curve, run = ([], []), []
-    for step in range(1, s["steps"] + 1):
-        b = task.batch(s["batch"], rng)                              # mixed lengths, padded
-        logits = model(b.src, b.tgt_in, src_lengths=b.src_lengths)
-        loss = mg.cross_entropy(logits.reshape(-1, task.vocab_size), b.tgt_out.reshape(-1), ignore_index=PAD)
+
+    def train_step(src, tgt_in, tgt_out, src_lengths):  # captured once per padded shape, then replayed
+        logits = model(src, tgt_in, src_lengths=src_lengths)
+        loss = mg.cross_entropy(logits.reshape(-1, task.vocab_size), tgt_out.reshape(-1), ignore_index=PAD)
         opt.zero_grad()
         loss.backward()
         mg.optim.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
+        return loss, logits
+    train_step = compiled(train_step, s["compile"])                 # (--no-compile: eager)
+    for step in range(1, s["steps"] + 1):
+        b = task.batch(s["batch"], rng)                              # mixed lengths, padded
+        loss, logits = train_step(b.src, b.tgt_in, b.tgt_out, b.src_lengths)
         sched.step()
         run.append(loss.item())
         if step % max(1, s["steps"] // 50) == 0 or step == s["steps"]:

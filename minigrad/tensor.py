@@ -352,7 +352,8 @@ def make_node(data, parents, backward, name, *, vjp=None, reference=None):
     rule = vjp if backward is None else _higher.ArrayBackward(backward, vjp, reference, name)
     if rule is None:
         raise TypeError(f"make_node: op {name!r} needs a backward closure or a vjp rule, got neither")
-    if _tracer is not None:  # minigrad.trace() or anomaly mode is recording: it wraps this node's rule
+    if _tracer is not None:  # minigrad.trace(), anomaly mode or a compile capture is recording: it sees the node
+        data = data if type(data) is np.ndarray else np.asarray(data)  # (the array the node will hold)
         rule = _tracer.node(data, parents, rule, name)
     out = _new(Tensor)
     out.data = data if type(data) is np.ndarray else np.asarray(data)

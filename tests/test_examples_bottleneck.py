@@ -53,3 +53,16 @@ def test_bad_input_gets_a_message_not_a_traceback(tmp_path):
                            (["--max-train-len", "9", "--max-test-len", "8"], "need 5 <= --max-train-len")]:
         r = run_example("bottleneck", *(["--out", str(tmp_path / "bad")] if "--out" not in args else []), *args)
         assert r.returncode != 0 and expected in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_compiled_and_eager_train_the_same(tmp_path):
+    """The training step runs under minigrad.compile by default (one variant per batch length); --no-compile runs
+    it eagerly: the same metrics, and no step fell back to eager."""
+    runs = []
+    for name, flags in (("compiled", ()), ("eager", ("--no-compile",))):
+        out = str(tmp_path / name)
+        r = run_example("bottleneck", "--out", out, *TINY, *flags)
+        assert r.returncode == 0 and "CompileWarning" not in r.stderr, r.stderr[-2000:]
+        with open(os.path.join(out, "metrics.json")) as f:
+            runs.append(json.load(f))
+    assert runs[0] == runs[1]

@@ -1,6 +1,6 @@
 """E12-E14 (examples/extrapolation.py, kv_heads.py, linear_recall.py): each quick path end to end at a tiny size,
 with the metrics.json keys their pages name."""
-from examples_helpers import assert_report_files, run_ok
+from examples_helpers import assert_report_files, run_example, run_ok
 
 
 def test_extrapolation_quick_end_to_end(tmp_path):
@@ -49,3 +49,18 @@ def test_kv_cache_and_linear_attention_benchmarks_at_tiny_size():
     res = bench_linear_attention.run(lengths=(32, 64), softmax_max=32, repeats=1)
     assert {(r["path"], r["L"]) for r in res["rows"]} == {("softmax", 32), ("linear", 32), ("linear", 64)}
     assert all(r["peak_mb"] > 0 and r["seconds"] > 0 for r in res["rows"])
+
+
+def test_linear_recall_compiled_and_eager_train_the_same(tmp_path):
+    """Its training step runs under minigrad.compile by default; --no-compile runs it eagerly: the same numbers."""
+    import json
+    import os
+    runs = []
+    for name, flags in (("compiled", ()), ("eager", ("--no-compile",))):
+        out = str(tmp_path / name)
+        r = run_example("linear_recall", "--out", out, "--quick", "--steps", "4", "--pairs", "4", "--lengths", "64",
+                        *flags)
+        assert r.returncode == 0 and "CompileWarning" not in r.stderr, r.stderr[-2000:]  # replayed, not eager
+        with open(os.path.join(out, "metrics.json")) as f:
+            runs.append(json.load(f))
+    assert runs[0]["accuracy"] == runs[1]["accuracy"]

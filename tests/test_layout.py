@@ -34,6 +34,7 @@ LAYERS = [
     ("optim", ["minigrad.optim.*", "minigrad.optim"]),
     ("utils", ["minigrad.utils.*", "minigrad.utils"]),
     ("tools on modules", ["minigrad.tools.trace"]),
+    ("capture and replay", ["minigrad.jit.*", "minigrad.jit"]),
     ("minigrad", ["minigrad"]),
     # attention: the mechanisms over the engine, then the models, then what trains and feeds them
     ("attention leaves", ["attention.tokens", "attention.masks", "attention._nonfinite", "attention.plotting"]),

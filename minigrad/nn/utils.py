@@ -1,6 +1,7 @@
 """torch.nn.utils: gradient clipping (clip_grad_norm_ scales every gradient together so their global norm is
 at most max_norm; clip_grad_value_ clamps each entry) and parameters as one flat vector and back."""
 import math
+import sys
 
 import numpy as np
 
@@ -14,6 +15,7 @@ def clip_grad_norm_(params, max_norm, norm_type=2.0):
     """Scale all gradients together so their global norm (L2 by default; any p >= 1, or inf for the largest
     magnitude) is at most max_norm; return the norm before. params: a Tensor or an iterable of them."""
     params = [params] if isinstance(params, Tensor) else list(params)
+    _on_tape(clip_grad_norm_, params, max_norm, norm_type)
     norm_type = float(norm_type)
     if not (norm_type >= 1):
         raise ValueError(f"clip_grad_norm_: norm_type must be >= 1 or inf, got {norm_type}")
@@ -39,6 +41,7 @@ def clip_grad_norm_(params, max_norm, norm_type=2.0):
 def clip_grad_value_(params, clip_value):
     """Clamp every gradient entry into [-clip_value, clip_value] in place, as torch.nn.utils.clip_grad_value_."""
     params = [params] if isinstance(params, Tensor) else list(params)
+    _on_tape(clip_grad_value_, params, clip_value)
     clip_value = float(clip_value)
     if not clip_value >= 0:
         raise ValueError(f"clip_grad_value_: clip_value must be >= 0, got {clip_value}")
@@ -69,3 +72,11 @@ def vector_to_parameters(vec, parameters):
         n = p.data.size
         p.data[...] = v[start:start + n].reshape(p.shape)
         start += n
+
+
+def _on_tape(fn, *args):
+    """While minigrad.compile captures a step, write this in-place change of the gradients on its tape (each
+    replay calls fn again on the same Tensors); otherwise nothing."""
+    record = getattr(sys.modules[Tensor.__module__]._tracer, "call_function", None)
+    if record is not None:
+        record(fn, *args)

@@ -168,3 +168,10 @@ def _with_keepdim(fn):
             kwargs["keepdims"] = keepdim
         return fn(*args, **kwargs)
     return wrapped
+
+
+def weight_bias(rest, has_first):
+    """(first, second) of a node's optional trailing inputs (a weight and a bias, two biases ...), None where
+    absent: `rest` holds the ones it has, in order, and has_first says whether the first is among them."""
+    first = rest[0] if has_first else None
+    return first, (rest[-1] if len(rest) > has_first else None)

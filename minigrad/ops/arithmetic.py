@@ -13,11 +13,12 @@ from functools import partial
 
 import numpy as np
 
+from .. import dtypes as _dtypes
 from ..autograd.backward import saves
 from ..dtypes import floating, promote, wrap_int
 from ..tensor import Tensor, make_node
 from ._args import _F64, _binary, _scalar, _shapes_broadcast, _with_scalar, as_tensor
-from ._dual import identity_vjp, log, value, where, zero_vjp, zeros_like
+from ._dual import log, value, where, zero_vjp, zeros_like
 
 # the ops of this file: minigrad.ops (and minigrad) export __all__; Tensor gets METHODS as methods
 __all__ = ("add", "sub", "mul", "div", "pow", "neg", "floor_divide", "remainder")
@@ -29,6 +30,9 @@ METHODS = ("pow", "floor_divide", "remainder")
 @saves()
 def _add_vjp(g, out, a, b, need=(True, True)):  # d(a + b) = (g, g)
     return g, g
+
+
+_add_vjp.forward = np.add  # each rule's array forward, for minigrad.compile's tape (docs/compile.md)
 
 
 def add(a, b):
@@ -43,15 +47,31 @@ def add(a, b):
                 raise
     s = _scalar(b)
     if s is not None:
-        try:
-            out = a.data + s
-        except OverflowError:  # int32 + 0xFFFFFFFF: the number wraps into the dtype, as torch (no cost here)
-            out = a.data + wrap_int(s, a.data.dtype)
-        if out.dtype is _F64 and a.data.dtype.kind != "f":  # int + float: see _with_scalar (inlined: hot)
-            out = _with_scalar(a, s) + s
-        return make_node(out, (a,), None, "add", vjp=identity_vjp)
+        return make_node(_with_number(np.add, a.data, s), (a,), None, "add", vjp=partial(_add_number_vjp, s))
     a, b = as_tensor(a), as_tensor(b)
     return make_node(_binary("add", a, b, np.add), (a, b), None, "add", vjp=_add_vjp)
+
+
+def _with_number(f, x, s):
+    """f(x, s) for an array x and a Python number s (add's, sub's): an integer past x's dtype wraps into it, as
+    torch (int32 + 0xFFFFFFFF); an integer x with a float s gives the default float dtype (see _with_scalar)."""
+    try:
+        out = f(x, s)
+    except OverflowError:
+        out = f(x, wrap_int(s, x.dtype))
+    if out.dtype is _F64 and x.dtype.kind != "f" and type(s) is float:  # int + float (_with_scalar, inlined: hot)
+        out = f(x.astype(_dtypes._default_dtype), s)
+    return out
+
+
+@saves(forward=lambda s, x: _with_number(np.add, x, s))  # (the number s is bound for the forward alone)
+def _add_number_vjp(s, g, out, x):  # d(x + c) = g
+    return (g,)
+
+
+@saves(forward=lambda s, x: _with_number(np.subtract, x, s))
+def _sub_number_vjp(s, g, out, x):  # d(x - c) = g
+    return (g,)
 
 
 @saves()
@@ -59,17 +79,14 @@ def _sub_vjp(g, out, a, b, need=(True, True)):  # d(a - b) = (g, -g)
     return g, (-g if need[1] else None)
 
 
+_sub_vjp.forward = np.subtract
+
+
 def sub(a, b):
     """Elementwise a - b with broadcasting; backward: (g, -g)."""
     s = _scalar(b)
     if s is not None:
-        try:
-            out = a.data - s
-        except OverflowError:  # see add
-            out = a.data - wrap_int(s, a.data.dtype)
-        if out.dtype is _F64 and a.data.dtype.kind != "f":  # int - float: see _with_scalar (inlined: hot)
-            out = _with_scalar(a, s) - s
-        return make_node(out, (a,), None, "sub", vjp=identity_vjp)
+        return make_node(_with_number(np.subtract, a.data, s), (a,), None, "sub", vjp=partial(_sub_number_vjp, s))
     a, b = as_tensor(a), as_tensor(b)
     return make_node(_binary("sub", a, b, np.subtract), (a, b), None, "sub", vjp=_sub_vjp)
 
@@ -78,17 +95,29 @@ def rsub(a, b):
     """b - a, for number - Tensor."""
     s = _scalar(b)
     if s is not None:
-        try:
-            out = s - _with_scalar(a, s)
-        except OverflowError:  # see add
-            out = wrap_int(s, a.data.dtype) - a.data
-        return make_node(out, (a,), None, "rsub", vjp=_neg_vjp)
+        return make_node(_rsub_number(s, a.data), (a,), None, "rsub", vjp=partial(_rsub_number_vjp, s))
     return sub(as_tensor(b), a)
+
+
+def _rsub_number(s, x):
+    """s - x for a Python number s (see _with_number)."""
+    try:
+        return s - (x.astype(_dtypes._default_dtype) if x.dtype.kind != "f" and type(s) is float else x)
+    except OverflowError:
+        return wrap_int(s, x.dtype) - x
+
+
+@saves(forward=_rsub_number)
+def _rsub_number_vjp(s, g, out, x):  # d(c - x) = -g
+    return (-g,)
 
 
 @saves(in_place=True)
 def _neg_vjp(g, out, x, owned=False):  # d(-x) = -g; in g's own buffer when the engine owns it
     return (np.negative(g, out=g) if owned else -g,)
+
+
+_neg_vjp.forward = np.negative
 
 
 def neg(a):
@@ -102,12 +131,18 @@ def _mul_vjp(g, out, a, b, need=(True, True)):  # d(ab) = (g b, g a)
     return (g * b if need[0] else None), (g * a if need[1] else None)
 
 
+_mul_vjp.forward = np.multiply
+
+
 @saves(in_place=True)
 def _scale_vjp(s, g, out, x, owned=False):  # d(x s) = g s, s a number; in g's own buffer when the engine owns it
     if owned and g.dtype.kind == "f" and type(s) is not complex:
         g *= s
         return (g,)
     return (g * s,)
+
+
+_scale_vjp.forward = lambda s, x: x * s  # noqa: E731
 
 
 def mul(a, b):
@@ -142,9 +177,15 @@ def _div_scalar_vjp(s, g, out, x, owned=False):  # d(x / s) = g / s; in g's own 
     return (g / s,)
 
 
+_div_scalar_vjp.forward = lambda s, x: floating(x) / s  # noqa: E731
+
+
 def _div_vjp(g, out, a, b, need=(True, True)):  # d(a / b) = (g / b, -g a / b^2) = (g / b, -g out / b)
     ga = g / b
     return (ga if need[0] else None), (-ga * out if need[1] else None)
+
+
+_div_vjp.forward = np.divide
 
 
 def div(a, b):
@@ -170,7 +211,15 @@ def rdiv(a, b):
     return make_node(s / floating(a.data), (a,), None, "rdiv", vjp=_rdiv_vjp)
 
 
-@saves("inputs")
+def _pow_scalar(s, x):
+    """x ** s on an array, s a number (an integer array with a float s: the default float dtype first)."""
+    x = x.astype(_dtypes._default_dtype) if x.dtype.kind != "f" and type(s) is float else x  # (_with_scalar)
+    if not float(s).is_integer() and x.size and x.min() < 0:
+        raise ValueError(f"pow: a negative base to the non-integer power {s} gives NaN (min base {x.min()})")
+    return x * x if s == 2 else np.ones_like(x) if s == 0 else x ** s  # (x^2 without np.power)
+
+
+@saves("inputs", forward=_pow_scalar)
 def _pow_scalar_vjp(s, g, out, x):  # d x^s = s x^(s-1); x^2 without pow, and x^0's slope 0 (not 0 * inf at 0)
     if s == 2:
         return (2.0 * g * x,)
@@ -193,12 +242,7 @@ def pow(a, b):
     """Elementwise a ** b (b a number or a tensor); backward: b a^(b-1) for a, a^b log a for b."""
     s = _scalar(b)
     if s is not None:
-        x = _with_scalar(a, s)
-        if not float(s).is_integer() and x.size and x.min() < 0:
-            raise ValueError(f"pow: a negative base to the non-integer power {s} gives NaN "
-                             f"(min base {x.min()})")
-        out = x * x if s == 2 else np.ones_like(x) if s == 0 else x ** s  # (x^2 without np.power)
-        return make_node(out, (a,), None, "pow", vjp=partial(_pow_scalar_vjp, s))
+        return make_node(_pow_scalar(s, a.data), (a,), None, "pow", vjp=partial(_pow_scalar_vjp, s))
     a, b = as_tensor(a), as_tensor(b)
     ad, bd = a.data, b.data
     if ad.size and ad.min() < 0 and np.any(bd != np.round(bd)):

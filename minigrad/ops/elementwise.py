@@ -29,7 +29,7 @@ METHODS = ("exp", "log", "sqrt", "abs", "tanh", "sigmoid", "relu", "gelu", "sin"
 # ---- elementwise functions ---------------------------------------------------------------------
 
 
-@saves("out", in_place=True)
+@saves("out", in_place=True, forward=lambda x: np.exp(floating(x)))
 def _exp_vjp(g, out, x, owned=False):  # d e^x = e^x; in g's own buffer when the engine owns it
     return (np.multiply(g, out, out=g) if owned and g.dtype == out.dtype else g * out,)
 
@@ -81,7 +81,7 @@ def abs(a):
     return make_node(np.abs(a.data), (a,), None, "abs", vjp=_abs_vjp)
 
 
-@saves("out", in_place=True)
+@saves("out", in_place=True, forward=lambda x: np.tanh(floating(x)))
 def _tanh_vjp(g, out, x, owned=False):  # d tanh = 1 - tanh^2; in g's own buffer when the engine owns it
     d = 1 - out * out
     return (np.multiply(g, d, out=g) if owned and g.dtype == d.dtype else g * d,)
@@ -111,7 +111,7 @@ def _sigmoid(x):
     return out
 
 
-@saves("out", in_place=True)
+@saves("out", in_place=True, forward=lambda x: _sigmoid(floating(x)))
 def _sigmoid_vjp(g, out, x, owned=False):  # d sigmoid = s (1 - s); in g's own buffer when the engine owns it
     d = (1 - out) * out
     return (np.multiply(g, d, out=g) if owned and g.dtype == d.dtype else g * d,)
@@ -123,7 +123,7 @@ def sigmoid(a):
     return make_node(_sigmoid(floating(a.data)), (a,), None, "sigmoid", vjp=_sigmoid_vjp)
 
 
-@saves("inputs", in_place=True)
+@saves("inputs", in_place=True, forward=lambda zero, x: np.maximum(x, zero))
 def _relu_vjp(zero, g, out, x, owned=False):  # relu'(x) = 1 where x > 0, else 0 (relu'(0) = 0)
     return (np.multiply(g, x > zero, out=g) if owned else g * (x > zero),)
 
@@ -418,7 +418,7 @@ def _extremum(op, f, a, b):
     return make_node(out, (a, b), None, op, vjp=partial(_extremum_vjp, op))
 
 
-@saves("inputs")
+@saves("inputs", forward=lambda op, a, b: getattr(np, op)(*promote(a, b)))  # op: "maximum" or "minimum"
 def _extremum_vjp(op, g, out, a, b, need=(True, True)):  # to the chosen side; ties split it in half (as torch)
     ad, bd = _dual.value(a), _dual.value(b)
     if ad.dtype is not bd.dtype:

@@ -14,7 +14,7 @@ from ..autograd.backward import saves
 from ..dtypes import floating
 from ..fast.blas import arange, colsum, const, rowdot, rowmax, rowsum
 from ..tensor import Tensor, make_node
-from ._args import _all_finite, _axis, _norm_axes, as_tensor, class_rows, from_rows
+from ._args import _all_finite, _axis, _norm_axes, as_tensor, class_rows, from_rows, weight_bias
 from ._dual import exp as _exp, rowdot as _rowdot, rowsum as _rowsum
 from .elementwise import _sigmoid, sigmoid, tanh
 from .linalg import matmul
@@ -46,7 +46,18 @@ def softmax_reference(x, axis=-1):
     return e / e.sum(axis, keepdims=True)
 
 
-@saves("out", in_place=True)
+def _softmax_forward(axis, x):
+    """softmax's arrays: x - max, exp, / sum, in one (..., N) buffer."""
+    x = floating(x)
+    last = axis is not None and axis == x.ndim - 1
+    m = rowmax(x) if last else x.max(axis=axis, keepdims=True)
+    out = np.subtract(x, m, out=np.empty_like(x))  # an array even for 0-d
+    np.exp(out, out=out)
+    out /= rowsum(out) if last else out.sum(axis=axis, keepdims=True)  # in place: one (..., N) buffer
+    return out
+
+
+@saves("out", in_place=True, forward=_softmax_forward)
 def _softmax_vjp(axis, g, out, x, owned=False):  # d softmax: y (g - sum(g y)); in g's own buffer when it may
     s = _rowdot(g, out) if axis is not None and axis == out.ndim - 1 else (g * out).sum(axis=axis, keepdims=True)
     if owned and g.dtype == out.dtype:
@@ -59,14 +70,8 @@ def _softmax_vjp(axis, g, out, x, owned=False):  # d softmax: y (g - sum(g y)); 
 def softmax(a, axis=None, dim=None):
     """Stable softmax along one axis; the fused form of softmax_reference (one node, short backward)."""
     a = as_tensor(a)
-    x = floating(a.data)
-    axis = _one_axis("softmax", axis, dim, x)
-    last = axis is not None and axis == x.ndim - 1
-    m = rowmax(x) if last else x.max(axis=axis, keepdims=True)
-    out = np.subtract(x, m, out=np.empty_like(x))  # an array even for 0-d
-    np.exp(out, out=out)
-    out /= rowsum(out) if last else out.sum(axis=axis, keepdims=True)  # in place: one (..., N) buffer
-    return make_node(out, (a,), None, "softmax", vjp=partial(_softmax_vjp, axis))
+    axis = _one_axis("softmax", axis, dim, a.data)
+    return make_node(_softmax_forward(axis, a.data), (a,), None, "softmax", vjp=partial(_softmax_vjp, axis))
 
 
 def log_softmax_reference(x, axis=-1):
@@ -74,7 +79,7 @@ def log_softmax_reference(x, axis=-1):
     return x - logsumexp(x, axis, keepdims=True)
 
 
-@saves("out")
+@saves("out", forward=lambda axis, x: floating(x) - _lse(floating(x), axis))
 def _log_softmax_vjp(axis, g, out, x):  # d log_softmax: g - softmax * sum(g)
     last = axis is not None and axis == out.ndim - 1
     return (g - _exp(out) * (_rowsum(g) if last else g.sum(axis=axis, keepdims=True)),)
@@ -124,33 +129,36 @@ def linear(x, weight, bias=None):
     if w.ndim != 2 or xd.shape[-1:] != w.shape[1:]:
         raise ValueError(f"linear: input (..., {w.shape[-1] if w.ndim else '?'}) expected by weight "
                          f"{w.shape}, got input {xd.shape}")
+    if bias is not None and (bias := as_tensor(bias)).shape != (w.shape[0],):
+        raise ValueError(f"linear: bias of shape ({w.shape[0]},) expected, got {bias.shape}")
+    parents = (x, weight) if bias is None else (x, weight, bias)
+    out, backward = _linear_arrays([p.requires_grad for p in parents], xd, w, None if bias is None else bias.data)
+    return make_node(out, parents, backward, "linear", reference=linear_reference)
+
+
+def _linear_arrays(need, xd, w, b=None):
+    """linear on arrays: (its output, its backward closure); need: which inputs want a gradient."""
     flat = xd.ndim == 2  # (N, in) already: no reshapes on the hot path
     x2 = xd if flat else xd.reshape(-1, w.shape[1])  # (..., in) -> (N, in)
     out = x2 @ w.T
-    if bias is not None:
-        bias = as_tensor(bias)
-        if bias.shape != (w.shape[0],):
-            raise ValueError(f"linear: bias of shape ({w.shape[0]},) expected, got {bias.shape}")
-        out += bias.data
+    if b is not None:
+        out += b
     if not flat:
         out = out.reshape(*xd.shape[:-1], w.shape[0])
 
     def backward(g):  # dx = g W, dW = g^T x, db = sum_N g
         g2 = g if flat else g.reshape(-1, w.shape[0])
-        gx = None
-        if x.requires_grad:
-            gx = g2 @ w if flat else (g2 @ w).reshape(xd.shape)
+        gx = (g2 @ w if flat else (g2 @ w).reshape(xd.shape)) if need[0] else None
         gw = None
-        if weight.requires_grad:
+        if need[1]:
             gw = g2.T @ x2
             c = out if out.size < gw.size else gw  # the smaller: one dot product says if all is finite
             if not math.isfinite(np.vdot(c, c)):   # (_all_finite, inlined on this hot path)
                 gw = _weight_grad(g2, x2, gw)
-        if bias is None:
+        if b is None:
             return gx, gw
-        return gx, gw, (colsum(g2) if bias.requires_grad else None)
-    parents = (x, weight) if bias is None else (x, weight, bias)
-    return make_node(out, parents, backward, "linear", reference=linear_reference)
+        return gx, gw, (colsum(g2) if need[2] else None)
+    return out, backward
 
 
 # ---- fused losses and normalisation ------------------------------------------------------------
@@ -168,8 +176,14 @@ def cross_entropy(logits, target, ignore_index=-100, label_smoothing=0.0, reduct
     logits (N, C) with target (N,), or (C,) with target (), or (N, C, d1, ...) with target (N, d1, ...).
     """
     logits = as_tensor(logits)
-    x = logits.data
     t = target.data if isinstance(target, Tensor) else np.asarray(target)
+    out, backward = _cross_entropy_arrays(None, t, ignore_index, label_smoothing, reduction, logits.data)
+    return make_node(out, (logits,), backward, "cross_entropy",  # out keeps the logits' dtype (weak scalars)
+                     vjp=partial(_cross_entropy_vjp, t, ignore_index, label_smoothing, reduction))
+
+
+def _cross_entropy_arrays(need, t, ignore_index, eps, reduction, x):
+    """cross_entropy on arrays: (its output, its backward closure); need is unused (one input)."""
     if t.dtype.kind not in "iu":
         raise TypeError(f"cross_entropy: target must hold integer class indices, got dtype {t.dtype}")
     if x.ndim == 2 and t.shape == x.shape[:1]:  # (N, C) with (N,), the usual case: rows already
@@ -182,8 +196,8 @@ def cross_entropy(logits, target, ignore_index=-100, label_smoothing=0.0, reduct
         xr, tr = class_rows(x), t.reshape(-1)  # work on (M, C) rows: classes last
     if reduction not in ("mean", "sum", "none"):
         raise ValueError(f"cross_entropy: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
-    if not 0.0 <= label_smoothing <= 1.0:
-        raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
+    if not 0.0 <= eps <= 1.0:
+        raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {eps}")
     rows = arange(len(tr))  # cached: the same batch size comes every step
     # the common case, no ignore_index in [0, C) and no negative target, costs one reduction; a target
     # >= C is then caught by the indexing below
@@ -202,7 +216,6 @@ def cross_entropy(logits, target, ignore_index=-100, label_smoothing=0.0, reduct
         loss = log_total - shifted[rows, tv]  # -log p[i, t_i]
     except IndexError:
         raise IndexError(f"cross_entropy: target {tv[tv >= C][0]} is out of range for {C} classes") from None
-    eps = label_smoothing
     if eps:  # label smoothing: (1 - eps) on the target plus eps spread evenly over all C classes
         loss = (1 - eps) * loss - (eps / C) * (shifted.sum(axis=1) - C * log_total)
     count = len(tr) if all_valid else int(np.count_nonzero(valid))
@@ -227,9 +240,7 @@ def cross_entropy(logits, target, ignore_index=-100, label_smoothing=0.0, reduct
             scale = const(g.item() / (count or 1) if reduction == "mean" else g.item(), d.dtype)
         d *= scale if all_valid else scale * valid[:, None]
         return (from_rows(d, x.shape),)
-    # out keeps the logits' dtype (weak scalars)
-    return make_node(out, (logits,), backward, "cross_entropy",
-                     vjp=partial(_cross_entropy_vjp, t, ignore_index, label_smoothing, reduction))
+    return out, backward
 
 
 def _cross_entropy_vjp(t, ignore_index, eps, reduction, g, out, logits):
@@ -327,10 +338,9 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
                      reference=partial(_layer_norm_plain, normalized_shape, eps, weight is not None))
 
 
-def _layer_norm_plain(normalized_shape, eps, has_weight, x, *weight_bias):
+def _layer_norm_plain(normalized_shape, eps, has_weight, x, *weights):
     """layer_norm_reference on layer_norm's node inputs: x, then its weight and bias where it has them."""
-    weight = weight_bias[0] if has_weight else None
-    bias = weight_bias[-1] if len(weight_bias) > has_weight else None
+    weight, bias = weight_bias(weights, has_weight)
     return layer_norm_reference(x, normalized_shape, weight, bias, eps)
 
 
@@ -430,6 +440,11 @@ def gru_cell(x, h, weight_ih, weight_hh, bias_ih=None, bias_hh=None):
 
 def _gru_cell_plain(has_ih, x, h, weight_ih, weight_hh, *biases):
     """gru_cell_reference on gru_cell's node inputs (the biases it has follow the weights)."""
-    bias_ih = biases[0] if has_ih else None
-    bias_hh = biases[-1] if len(biases) > has_ih else None
+    bias_ih, bias_hh = weight_bias(biases, has_ih)
     return gru_cell_reference(x, h, weight_ih, weight_hh, bias_ih, bias_hh)
+
+
+# minigrad.compile (docs/compile.md): the tape runs a kernel's array form, or re-runs the kernel on its inputs
+linear_reference.arrays, _cross_entropy_vjp.arrays = _linear_arrays, _cross_entropy_arrays
+_layer_norm_plain.kernel = lambda shape, eps, has_w, x, *wb: layer_norm(x, shape, *weight_bias(wb, has_w), eps)
+_gru_cell_plain.kernel = lambda has_ih, x, h, w_ih, w_hh, *b: gru_cell(x, h, w_ih, w_hh, *weight_bias(b, has_ih))

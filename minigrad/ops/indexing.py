@@ -130,6 +130,10 @@ def _getitem_vjp(index, advanced, inv, g, out, x):
     return (_scatter(g, index, x.shape, advanced),)
 
 
+_getitem_vjp.forward = lambda index, advanced, inv, x: (  # noqa: E731  (for minigrad.compile's tape)
+    x[index] if inv is None else x[index].transpose(tuple(int(i) for i in np.argsort(inv))))
+
+
 def _scatter(g, index, shape, repeats):
     """Zeros of `shape` with g added at `index` (a raw NumPy index; repeats: it may pick a place twice, so the
     values add up): a Scatter for an array g (the engine adds it in place), index_scatter's node for a Tensor."""

@@ -48,6 +48,9 @@ def _matmul_vjp(g, out, a, b, need=(True, True)):  # d(A B) = (g B^T, A^T g), ve
     return ga, gb
 
 
+_matmul_vjp.forward = lambda a, b: np.matmul(*promote(a, b)) if a.dtype is not b.dtype else a @ b  # noqa: E731
+
+
 def matmul(a, b):
     """a @ b with NumPy's rules: batch dims broadcast, a 1-D operand is a vector."""
     a, b = as_tensor(a), as_tensor(b)

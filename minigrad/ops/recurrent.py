@@ -135,6 +135,21 @@ def _sequence_plain(kind, lengths, reverse, has_ih, x, *rest):
     return concat([out] + [f.reshape((1,) + f.shape) for f in finals])
 
 
+def _sequence_again(kind, lengths, reverse, has_ih, x, *rest):
+    """The sequence kernel on its node's inputs (what _sequence_plain is the plain form of), for minigrad.compile."""
+    n = 1 if kind == "gru" else 2
+    states, (w_ih, w_hh), biases = rest[:n], rest[n:n + 2], rest[n + 2:]
+    b_ih = biases[0] if has_ih else None
+    b_hh = biases[-1] if len(biases) > has_ih else None
+    mask = _lengths_mask(lengths, x.shape[0], x.shape[1], f"{kind}_sequence")
+    if kind == "gru":
+        return _gru_node(x, states[0], w_ih, w_hh, b_ih, b_hh, mask, reverse, lengths)
+    return _lstm_node(x, states[0], states[1], w_ih, w_hh, b_ih, b_hh, mask, reverse, lengths)
+
+
+_sequence_plain.kernel = _sequence_again
+
+
 def _gru_node(x, h0, w_ih, w_hh, b_ih, b_hh, mask, reverse, lengths):
     """One node: (T + 1, B, H) = the T outputs, then the final state."""
     T, B, I, H = _check_seq("gru_sequence", x, (h0,), w_ih, w_hh, [b for b in (b_ih, b_hh) if b is not None], 3)

@@ -48,6 +48,9 @@ def _sum_vjp(axes, keepdims, g, out, x):  # g copied to every summand
     return (_expand_back(g, x.shape, axes, keepdims),)
 
 
+_sum_vjp.forward = lambda axes, keepdims, x: x.sum(axis=axes, keepdims=keepdims)  # noqa: E731
+
+
 def sum(a, axis=None, keepdims=False, dim=None):
     """Sum over axis (or dim; all axes if none), as torch.sum; backward: g broadcast back to every summand."""
     a = as_tensor(a)
@@ -56,7 +59,7 @@ def sum(a, axis=None, keepdims=False, dim=None):
                      vjp=partial(_sum_vjp, axes, keepdims))
 
 
-@saves()
+@saves(forward=lambda axes, keepdims, n, x: floating(x).mean(axis=axes, keepdims=keepdims))
 def _mean_vjp(axes, keepdims, n, g, out, x):  # g / n to every entry
     return (_expand_back(g / n, x.shape, axes, keepdims),)
 

@@ -37,6 +37,9 @@ def _reshape_vjp(g, out, x):  # g reshaped back
     return (g.reshape(x.shape),)
 
 
+_reshape_vjp.shaped_forward = lambda shape, x: x.reshape(shape)  # noqa: E731  (the output's shape first: compile)
+
+
 def flatten(a, start_dim=0, end_dim=-1):
     """Merge dims start_dim..end_dim into one, as torch.flatten (a 0-d input becomes shape (1,))."""
     a = as_tensor(a)
@@ -83,6 +86,9 @@ def _permute_vjp(inv, g, out, x):  # the inverse permutation
     return (_dual.permute(g, inv),)
 
 
+_permute_vjp.forward = lambda inv, x: x.transpose(tuple(int(i) for i in np.argsort(inv)))  # noqa: E731
+
+
 def swapaxes(a, axis1, axis2):
     """Swap two axes, as np.swapaxes / torch.transpose(x, a, b); backward: swap g's axes back."""
     a = as_tensor(a)
@@ -94,6 +100,9 @@ def swapaxes(a, axis1, axis2):
 @saves()
 def _swapaxes_vjp(axis1, axis2, g, out, x):  # swap g's axes back
     return (g.swapaxes(axis1, axis2),)
+
+
+_swapaxes_vjp.forward = lambda axis1, axis2, x: np.swapaxes(x, axis1, axis2)  # noqa: E731
 
 
 def t(a):
@@ -178,6 +187,9 @@ def _concat_vjp(axis, g, out, *xs, need=None):  # g cut into the inputs' pieces
     return pieces
 
 
+_concat_vjp.forward = lambda axis, *xs: np.concatenate(xs, axis=axis)  # noqa: E731
+
+
 cat = concat
 
 
@@ -196,6 +208,9 @@ def stack(tensors, axis=0, dim=None):
 @saves()
 def _stack_vjp(axis, g, out, *xs, need=None):  # g's slices along the new axis
     return [g[(slice(None),) * axis + (i,)] for i in range(len(xs))]
+
+
+_stack_vjp.forward = lambda axis, *xs: np.stack(xs, axis=axis)  # noqa: E731
 
 
 def pad(a, pad_width, value=0.0):
