@@ -39,7 +39,7 @@ LAYERS = [
     # attention: the mechanisms over the engine, then the models, then what trains and feeds them
     ("attention leaves", ["attention.tokens", "attention.masks", "attention._nonfinite", "attention.plotting"]),
     ("attention 2-D masks", ["attention.masks2d"]),
-    ("attention kernels", ["attention.functional", "attention.efficient", "attention.local",
+    ("attention kernels", ["attention.functional", "attention.softmax", "attention.efficient", "attention.local",
                            "attention.distributions", "attention.positions", "attention.linear",
                            "attention.cache", "attention.local2d"]),
     ("attention scores", ["attention.scores", "attention.luong", "attention.hard"]),
