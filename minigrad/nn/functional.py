@@ -1,5 +1,6 @@
-"""Functions without state, as torch.nn.functional (a PyTorch user's `F`): activations, dropout, one_hot, and every
-loss function. Built from the ops; the fused ones (softmax, linear, layer_norm, cross_entropy) are ops/fused.py's."""
+"""Functions without state, as torch.nn.functional (a PyTorch user's `F`): activations, dropout, one_hot, every
+loss function, and affine_grid / grid_sample (sampling.py). Built from the ops; the fused ones (softmax, linear,
+layer_norm, cross_entropy) are ops/fused.py's."""
 import numpy as np
 
 from .. import ops
@@ -10,6 +11,7 @@ from ..ops import (gelu, layer_norm, linear, log_softmax, relu, sigmoid, softmax
 from ..random import get_rng
 from ..ops import as_tensor
 from ..tensor import Tensor, make_node
+from .sampling import affine_grid, grid_sample  # noqa: F401  (spatial transformers: sampling.py)
 
 
 def leaky_relu(x, negative_slope=0.01):
