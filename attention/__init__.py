@@ -29,3 +29,4 @@ from .cache import KVCache  # noqa: F401
 from . import double_backward  # noqa: F401  (the kernels' rules for create_graph=True)
 from .glimpse import (HardGlimpseNet, PatchGrid, RecurrentAttentionModel, SoftGlimpseNet, conv2d,  # noqa: F401
                       glimpse_sensor)
+from .glimpse import DrawReader, SpatialTransformerReader, draw_filterbank  # noqa: F401
