@@ -184,13 +184,13 @@ def test_captioner_errors_name_what_was_expected():
 
 
 def test_captioner_learns_a_tiny_caption_task():
-    """Seeded, tiny: soft attention learns 1-glyph captions far above chance within 150 steps."""
+    """Seeded, tiny: soft attention learns 1-glyph captions far above chance (0.1) in 400 steps (0.74 here)."""
     task = GlyphCaptions(k=1, num_test=200, glyph_bank=2000, seed=0)
     mg.manual_seed(0)
     m = Captioner(task.vocab, 2, task.height, task.width, dim=32, hidden=48)
-    opt = mg.optim.Adam(m.parameters(), lr=3e-3)
+    opt = mg.optim.Adam(m.parameters(), lr=1e-2)
     rng = np.random.default_rng(0)
-    for _ in range(150):
+    for _ in range(400):
         x, cap, _ = task.batch(32, rng)
         loss = caption_nll(m(x, cap))
         opt.zero_grad()
@@ -222,9 +222,10 @@ def test_caption_task_layout():
 def test_bleu4_known_values():
     assert bleu4([[1, 2, 3, 4, 5]], [[1, 2, 3, 4, 5]]) == 1.0
     assert bleu4([[1, 2, 3, 9]], [[1, 2, 3, 4]]) == 0.0  # no 4-gram matches: no smoothing, as the corpus metric
-    # corpus counts: 1-grams 8/8, 2-grams 5/6, 3-grams 3/4, 4-grams 1/2; equal lengths, no brevity penalty
+    # corpus counts: 1-grams 7/8, 2-grams 5/6, 3-grams 3/4, 4-grams 2/2 (the short one has none); equal
+    # lengths, so no brevity penalty
     cands, refs = [[1, 2, 3, 4, 5], [6, 7, 8]], [[1, 2, 3, 4, 5], [6, 7, 9]]
-    want = np.exp(np.mean(np.log([8 / 8, 6 / 7, 4 / 5, 2 / 3])))
+    want = np.exp(np.mean(np.log([7 / 8, 5 / 6, 3 / 4, 2 / 2])))
     got = bleu4(cands, refs)
     assert abs(got - want) < 1e-12, (got, want)
     # brevity: a candidate shorter than its reference is penalised by exp(1 - r / c)
