@@ -41,6 +41,8 @@ ABLATION = {"all three (one coin per batch)": {},
             "no entropy bonus": dict(entropy=0.0),
             "no mixing": dict(mixing="none")}
 ABLATION_SEEDS = 3
+import os
+DEPTH = int(os.environ.get("H35_DEPTH", "0"))
 HIT_PIXELS = 16  # a hit: the attended 8x8 cell covers at least this many pixels of the named glyph (1/4)
 
 
@@ -119,7 +121,7 @@ def train(name, task, steps, batch, seed, hard_cfg=None, curve_every=250, curve_
     """Train one model; returns (model, CPU seconds, curve of held-out exact accuracy)."""
     mg.manual_seed(seed)
     rng = np.random.default_rng([seed, 1 + MODELS.index(name)])
-    model = Captioner(task.vocab, task.k + 1, task.height, task.width)
+    model = Captioner(task.vocab, task.k + 1, task.height, task.width, depth=DEPTH)
     baseline, params = None, model.parameters()
     if hard_cfg is not None:
         kind = hard_cfg["baseline"]

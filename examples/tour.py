@@ -38,6 +38,7 @@ EXAMPLES = [
     ("pointer", "hard attention reads one cell and learns where by REINFORCE; soft attention reads all cells"),
     ("glimpse", "hard attention reads one glimpse of a cluttered canvas where a learned policy looks; soft reads every patch"),
     ("ram", "a recurrent attention model decides where to look next (Gaussian policy), a slow learner"),
+    ("captions", "cross-attention from words to image regions: glyph captions with soft and hard attention (E17)"),
     ("extrapolation", "length extrapolation: rotary and ALiBi positions vs learned and sinusoidal, trained at 64 (E12)"),
     ("kv_heads", "grouped-query and multi-query heads: recall kept, KV cache cut by H / H_kv (E13)"),
     ("linear_recall", "linear vs softmax attention: recall accuracy, and time and memory against L (E14)"),

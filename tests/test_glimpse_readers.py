@@ -127,11 +127,15 @@ def test_reader_glimpse_net_is_trained_end_to_end(kind):
     assert np.abs(net.policy.head.weight.grad).sum() > 0
     assert net.values_read() == (256 + 1024 if kind == "draw" else 256 + 400)
     top, left, bottom, right = net.window()
-    if kind == "draw":  # the first read: the uniform policy's expected 10x10 window, stride 1
-        np.testing.assert_allclose(bottom - top, 10, atol=1e-4)
-    else:               # identity: the whole canvas
-        np.testing.assert_allclose(np.stack([top, left, bottom, right]), [[0] * 4, [0] * 4, [32] * 4, [32] * 4],
-                                   atol=1e-5)
+    # the first read: the uniform policy's expected cell, the canvas centre, 10x10 pixels (DRAW: stride 1;
+    # the transformer: identity in pixel units, theta = diag(10/32) with no translation)
+    np.testing.assert_allclose(np.stack([top, left, bottom, right]), [[11] * 4, [11] * 4, [21] * 4, [21] * 4],
+                               atol=1e-4)
+    if kind == "stn":
+        np.testing.assert_allclose(net.last, np.tile([[10 / 32, 0, 0], [0, 10 / 32, 0]], (4, 1, 1)), atol=1e-7)
+        wide = ReaderGlimpseNet(10, grid, reader="stn", stn_scale=1.0)  # theta = I: the whole canvas
+        wide(x)
+        np.testing.assert_allclose(np.stack(wide.window()), [[0] * 4, [0] * 4, [32] * 4, [32] * 4], atol=1e-5)
     boxes = np.array([[12, 12, 8, 8], [0, 0, 8, 8], [12, 12, 8, 8], [24, 24, 8, 8]])
     np.testing.assert_array_equal(net.hit(boxes), [True, False, True, False])  # the read's centre is 16, 16
     with pytest.raises(ValueError, match="reader must be 'draw' or 'stn'"):

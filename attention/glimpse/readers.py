@@ -166,11 +166,13 @@ class ReaderGlimpseNet(nn.Module):
 
     reader="draw": DrawReader with N = grid.size, its Linear started at the cell centres (g~ per cell),
     stride 1 and sigma2 0.5, so the first read is the uniform policy's expected window.
-    reader="stn": SpatialTransformerReader, identity-initialised (the first read is the whole canvas): its
-    scale starts at 1 and its translation rows at the cell centres, which a uniform first policy averages to 0.
+    reader="stn": SpatialTransformerReader, identity-initialised in pixel units: no rotation or shear, scale
+    stn_scale (default grid.size / grid.side: one glimpse pixel per canvas pixel, as the hard glimpse reads),
+    translation rows at the cell centres (the first read is at the uniform policy's expected cell, the
+    canvas centre). stn_scale=1 starts at theta = I in normalised units: the whole canvas, resampled.
     """
 
-    def __init__(self, num_classes, grid=None, reader="draw", pool=2, channels=16, hidden=256):
+    def __init__(self, num_classes, grid=None, reader="draw", pool=2, channels=16, hidden=256, stn_scale=None):
         super().__init__()
         if reader not in ("draw", "stn"):
             raise ValueError(f"ReaderGlimpseNet: reader must be 'draw' or 'stn', got {reader!r}")
@@ -193,6 +195,8 @@ class ReaderGlimpseNet(nn.Module):
             # first policy averages it to 0, so the first theta is exactly the identity
             w = self.reader.loc.weight.data
             w[2], w[5] = 2 * (cols + g.size / 2) / g.side - 1, 2 * (rows + g.size / 2) / g.side - 1
+            scale = g.size / g.side if stn_scale is None else stn_scale
+            self.reader.loc.bias.data[[0, 4]] = scale
         self.classifier = GlimpseClassifier(g.size ** 2, num_classes, hidden)
         self.last = None
 
