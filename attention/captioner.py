@@ -31,13 +31,13 @@ CaptionRollout.__doc__ = ("Captioner.forward's output, T = caption length: token
 
 
 class Captioner(nn.Module):
-    """Encoder conv3x3/2 (1 -> 32) ReLU, conv3x3/2 (32 -> dim) ReLU, maxpool 2: an (H/8, W/8) grid of L cells,
+    """Encoder conv4x4/2 (1 -> 32) ReLU, conv4x4/2 (32 -> dim) ReLU, maxpool 2: an (H/8, W/8) grid of L cells,
     each an annotation a_i (dim) plus a learned cell embedding. Decoder: GRUCell(hidden) from a learned h0;
     at word t, e_i = v^T tanh(W h_{t-1} + U a_i), alpha = softmax(e), context z_t; input [emb(y_{t-1}), z_t];
     word logits = Linear([h_t, z_t, emb(y_{t-1})]). Captions are at most max_len tokens (END included).
     """
 
-    def __init__(self, vocab, max_len, height=16, width=48, dim=64, hidden=96, embed=16, att=64, depth=0):
+    def __init__(self, vocab, max_len, height=16, width=48, dim=64, hidden=96, embed=16, att=64):
         super().__init__()
         if height % 8 or width % 8:
             raise ValueError(f"Captioner: image sides must be multiples of 8 (two stride-2 convs and a 2x2 pool), "
@@ -45,9 +45,11 @@ class Captioner(nn.Module):
         self.vocab, self.max_len, self.hw = vocab, max_len, (height, width)
         self.grid = (height // 8, width // 8)
         L = self.grid[0] * self.grid[1]
-        self.conv1 = Conv2d(1, 32, 3, stride=2, padding=1)
-        self.conv2 = Conv2d(32, dim, 3, stride=2, padding=1)
-        self.convs = nn.ModuleList([Conv2d(dim, dim, 3, padding=1) for _ in range(depth)])  # wider receptive field
+        # 4x4 kernels, stride 2, padding 1: each output's receptive field is centred on its own 2x2 block of
+        # inputs, so after the pool cell (r, c) sees a 14x14 patch centred on its 8x8 block (3x3 kernels would
+        # centre it 1.5 pixels up and left of the block)
+        self.conv1 = Conv2d(1, 32, 4, stride=2, padding=1)
+        self.conv2 = Conv2d(32, dim, 4, stride=2, padding=1)
         self.cell_embed = nn.normal_(nn.parameter(L, dim), 0.0, 0.1)
         self.decoder = Decoder(vocab, dim, hidden, embed, att)
 
@@ -57,8 +59,6 @@ class Captioner(nn.Module):
         if x.ndim != 3 or x.shape[1:] != self.hw:
             raise ValueError(f"Captioner: images (B, {self.hw[0]}, {self.hw[1]}) expected, got {x.shape}")
         h = ops.relu(self.conv2(ops.relu(self.conv1(Tensor(x[:, None].astype(self.cell_embed.dtype))))))
-        for conv in self.convs:
-            h = ops.relu(conv(h))
         B, D, Hh, Ww = h.shape
         h = h.reshape(B, D, Hh // 2, 2, Ww // 2, 2).amax(axis=(3, 5))       # 2x2 max pool: (B, D, gh, gw)
         return h.reshape(B, D, -1).permute(0, 2, 1) + self.cell_embed         # (B, L, D)

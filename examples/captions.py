@@ -41,8 +41,6 @@ ABLATION = {"all three (one coin per batch)": {},
             "no entropy bonus": dict(entropy=0.0),
             "no mixing": dict(mixing="none")}
 ABLATION_SEEDS = 3
-import os
-DEPTH = int(os.environ.get("H35_DEPTH", "0"))
 HIT_PIXELS = 16  # a hit: the attended 8x8 cell covers at least this many pixels of the named glyph (1/4)
 
 
@@ -121,7 +119,7 @@ def train(name, task, steps, batch, seed, hard_cfg=None, curve_every=250, curve_
     """Train one model; returns (model, CPU seconds, curve of held-out exact accuracy)."""
     mg.manual_seed(seed)
     rng = np.random.default_rng([seed, 1 + MODELS.index(name)])
-    model = Captioner(task.vocab, task.k + 1, task.height, task.width, depth=DEPTH)
+    model = Captioner(task.vocab, task.k + 1, task.height, task.width)
     baseline, params = None, model.parameters()
     if hard_cfg is not None:
         kind = hard_cfg["baseline"]
@@ -247,7 +245,7 @@ def main():
     task = GlyphCaptions(k=args.glyphs, objects=None if args.objects is None else args.objects[1],
                          num_test=args.test_size or (300 if quick else 1000), seed=args.seed)
     names = GLYPH_NAMES if args.objects is None else [str(c) for c in range(task.num_classes)]
-    steps = args.steps or (300 if quick else 2500)
+    steps = args.steps or (400 if quick else 2500)
     report = Report(args, "captions", claim=CLAIM)
     print(f"objects: {source}, {task.num_classes} classes, {task.k} per caption; canvas {task.height}x{task.width}; "
           f"test {len(task.test[0])} canvases; {steps} steps, batch {args.batch}", flush=True)
