@@ -64,6 +64,7 @@ class Captioner(nn.Module):
         return h.reshape(B, D, -1).permute(0, 2, 1) + self.cell_embed         # (B, L, D)
 
     def check_captions(self, captions):
+        """captions as an integer array (B, T), T <= max_len and tokens < vocab; else a ValueError saying so."""
         c = captions.data if isinstance(captions, Tensor) else np.asarray(captions)
         if c.ndim != 2 or c.dtype.kind not in "iu":
             raise ValueError(f"Captioner: captions (B, T) of integer tokens expected, got {c.shape} {c.dtype}")
