@@ -3,7 +3,9 @@
 Read masks.py, scores.py, functional.py, multihead.py, transformer.py, seq2seq.py, luong.py (soft attention);
 local.py and efficient.py (restricted and memory-efficient attention); positions.py (rotary, ALiBi), linear.py
 (linear attention), cache.py (KV cache for decoding); distributions.py, hard.py, reinforce.py,
-glimpse/ (hard attention trained by REINFORCE); tasks/ holds the toy data sets, tokens.py the ids they share.
+glimpse/ (hard attention trained by REINFORCE, and differentiable DRAW / spatial-transformer readers);
+captioner.py (Show, Attend and Tell: words attending to image regions, soft and hard); tasks/ holds the toy data
+sets, tokens.py the ids they share.
 """
 from .functional import masked_softmax, scaled_dot_product_attention  # noqa: F401
 from .masks import (attended_pairs, causal_mask, fixed_mask, generate_square_subsequent_mask,  # noqa: F401
