@@ -12,7 +12,7 @@ TINY = ("--steps", "4", "--batch", "8", "--test-size", "20")
 
 def test_captions_writes_every_model_with_the_issues_keys(tmp_path):
     out = str(tmp_path / "c")
-    m = run_ok("captions", out, "--quick", *TINY)
+    m = run_ok("captions", out, *TINY)  # the default model list (--quick trains soft and hard only)
     assert set(m) == {"models"} and set(m["models"]) == MODELS
     for name, row in m["models"].items():
         assert KEYS <= set(row), name
