@@ -67,7 +67,7 @@ def add_flags(p):
     p.add_argument("--glyphs", type=glyphs_arg, default=3, help="objects per caption (default 3; 1 to 4)")
     p.add_argument("--ablation", action="store_true",
                    help="also the hard model's ablation table: 6 rows x 3 seeds at the default steps "
-                        "(about 18 more hard runs)")
+                        "(18 more hard runs, about 1,600 CPU-s)")
     p.add_argument("--steps", type=positive_int, default=None, help=argparse.SUPPRESS)
     p.add_argument("--batch", type=positive_int, default=64, help=argparse.SUPPRESS)
     p.add_argument("--test-size", type=positive_int, default=None, help=argparse.SUPPRESS)
@@ -247,7 +247,7 @@ def main():
                          num_test=args.test_size or (300 if quick else 1000), seed=args.seed)
     names = GLYPH_NAMES if args.objects is None else [str(c) for c in range(task.num_classes)]
     # quick: soft and hard only (soft_ds is soft plus a regulariser), hard longer: it starts later
-    steps = {m: args.steps or ({"soft": 400, "soft_ds": 400, "hard": 700}[m] if quick else 2500) for m in MODELS}
+    steps = {m: args.steps or ({"soft": 400, "soft_ds": 400, "hard": 700}[m] if quick else 2000) for m in MODELS}
     report = Report(args, "captions", claim=CLAIM)
     print(f"objects: {source}, {task.num_classes} classes, {task.k} per caption; canvas {task.height}x{task.width}; "
           f"test {len(task.test[0])} canvases; steps {steps}, batch {args.batch}", flush=True)
