@@ -44,7 +44,7 @@ LAYERS = [
     ("attention layers", ["attention.multihead"]),
     ("attention models", ["attention.transformer", "attention.seq2seq", "attention.glimpse.*",
                           "attention.glimpse"]),
-    ("attention training", ["attention.reinforce"]),
+    ("attention training", ["attention.reinforce", "attention.captioner"]),
     ("attention data", ["attention.tasks.*", "attention.tasks"]),
     ("attention", ["attention"]),
 ]
