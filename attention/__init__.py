@@ -5,8 +5,9 @@ llama.py (a Llama block and a small decoder LM of them) and llama_hf.py (Hugging
 local.py and efficient.py (restricted and memory-efficient attention); masks2d.py and local2d.py (2-D
 windows and neighbourhoods over an image); vision.py (Swin and NATTEN layers, patch embedding, a small ViT);
 positions.py (rotary, ALiBi), linear.py (linear attention), cache.py (KV cache for decoding); distributions.py,
-hard.py, reinforce.py, glimpse/ (hard attention trained by REINFORCE); tasks/ holds the toy data sets, tokens.py
-the ids they share.
+hard.py, reinforce.py, glimpse/ (hard attention trained by REINFORCE, and differentiable DRAW / spatial-transformer
+readers); captioner.py (Show, Attend and Tell: words attending to image regions, soft and hard); tasks/ holds the
+toy data sets, tokens.py the ids they share.
 """
 from .functional import masked_softmax, scaled_dot_product_attention  # noqa: F401
 from .masks import (attended_pairs, causal_mask, fixed_mask, generate_square_subsequent_mask,  # noqa: F401
@@ -42,6 +43,7 @@ from .vision import (Mlp, NeighborhoodAttention2d, PatchEmbedding, PatchMerging,
                      VisionTransformer, WindowAttention2d)
 from .glimpse import (HardGlimpseNet, PatchGrid, RecurrentAttentionModel, SoftGlimpseNet, conv2d,  # noqa: F401
                       glimpse_sensor)
+from .glimpse import DrawReader, SpatialTransformerReader, draw_filterbank  # noqa: F401
 
 # the package's API: the names above (modules excepted); each module's own __all__ says what it offers
 __all__ = ("masked_softmax", "scaled_dot_product_attention", "attended_pairs", "causal_mask", "fixed_mask",
@@ -60,4 +62,5 @@ __all__ = ("masked_softmax", "scaled_dot_product_attention", "attended_pairs", "
            "neighborhood_attention_2d", "neighborhood_attention_2d_reference", "window_attention_2d",
            "window_attention_2d_reference", "Mlp", "NeighborhoodAttention2d", "PatchEmbedding", "PatchMerging",
            "SwinBlock", "VisionTransformer", "WindowAttention2d",
+           "DrawReader", "SpatialTransformerReader", "draw_filterbank",
            "DecoderLM", "LlamaBlock", "SwiGLU", "decoder_lm_kwargs", "from_hf_llama", "hf_llama_config", "to_hf_llama")

@@ -9,6 +9,10 @@ held-out test set:
   hard    categorical hard attention: a convolutional policy on a 16x16 gist (the canvas pooled 2x2) picks
           ONE glimpse cell; trained by REINFORCE (0/1 reward, learned baseline) - Xu et al. 2015's "hard"
           attention, Mnih et al. 2014's glimpses
+  draw    a DRAW reader (Gregor et al. 2015): the hard model's gist policy, as a distribution over cells, steers
+          an N x N grid of Gaussian filters; one differentiable 10x10 glimpse, trained by backprop
+  stn     a spatial transformer (Jaderberg et al. 2015): the same policy steers an identity-initialised affine
+          theta; affine_grid + bilinear grid_sample read one differentiable 10x10 glimpse
   soft    soft attention over all 144 glimpse patches (encoder, scores, softmax, weighted sum) - reads them all
   oracle  one glimpse at the cell that holds the object (the classifier's ceiling)
 Hard attention is evaluated deterministically (argmax cell, one rollout); its hit rate (the glimpse holds the
@@ -27,14 +31,15 @@ import numpy as np
 
 import minigrad as mg
 from minigrad import optim
-from attention.glimpse import GlimpseClassifier, HardGlimpseNet, PatchGrid, SoftGlimpseNet
+from attention.glimpse import GlimpseClassifier, HardGlimpseNet, PatchGrid, ReaderGlimpseNet, SoftGlimpseNet
 from attention import Categorical
 from attention.reinforce import BASELINES, Trainer, make_baseline
 from attention.tasks.canvases import Canvases, load_objects
 from attention.plotting import image_overlay
 from plots import learning_curves
 
-MODELS = ["mlp", "center", "random", "hard", "soft", "oracle"]
+MODELS = ["mlp", "center", "random", "hard", "draw", "stn", "soft", "oracle"]
+TARGET = 0.90  # steps_to_target: the first step whose last-100-step mean training accuracy reaches it
 
 
 def objects_file(path):
@@ -83,12 +88,23 @@ def evaluate(predict, test, chunk=500):
     return float(np.concatenate(correct).mean()), (float(np.concatenate(hits).mean()) if hits else None)
 
 
+def steps_to(accuracies, target=TARGET, window=100):
+    """The first step (1-based) at which the mean training accuracy of the last `window` steps reaches target."""
+    a = np.asarray(accuracies, np.float64)
+    if len(a) < window:
+        return None
+    mean = np.convolve(a, np.ones(window) / window, mode="valid")
+    hit = np.flatnonzero(mean >= target)
+    return int(hit[0] + window) if hit.size else None
+
+
 def train_supervised(name, model, logits_fn, task, steps, batch, rng, lr=2e-3):
-    """Plain cross-entropy training of logits_fn(images, labels, boxes, rng) -> logits."""
+    """Plain cross-entropy training of logits_fn(images, labels, boxes, rng) -> logits; returns CPU seconds and
+    the training accuracy of every step."""
     opt = optim.Adam(model.parameters(), lr=lr)
     sched = cosine(opt, steps)
     progress = Progress(steps, label=f"{name:>6} ")
-    start = time.process_time()
+    start, accs = time.process_time(), []
     for step in range(1, steps + 1):
         x, y, boxes = task.batch(batch, rng)
         logits = logits_fn(x, y, boxes, rng)
@@ -98,8 +114,9 @@ def train_supervised(name, model, logits_fn, task, steps, batch, rng, lr=2e-3):
         optim.clip_grad_norm_(model.parameters(), 5.0)
         opt.step()
         sched.step()
-        progress(step, loss=loss.item(), acc=accuracy(logits, y))
-    return time.process_time() - start
+        accs.append(accuracy(logits, y))
+        progress(step, loss=loss.item(), acc=accs[-1])
+    return time.process_time() - start, accs
 
 
 def train_hard(net, task, steps, batch, rng, lr=2e-3, baseline="learned"):
@@ -184,9 +201,9 @@ def tracks_figure(net, test, grid, n=8):
 
 def main():
     args = parse_args("E9: hard vs soft attention on cluttered glimpse canvases. Over the 5-minute budget: the default "
-                      "run costs 276 CPU-s and 1053 s of wall time on a 2-core machine shared with other jobs "
-                      "(timed on 2026-12-02 at a load of about 6.4, docs/examples/README.md); "
-                      "--quick takes about 1-2 minutes (63 CPU-s).", "glimpse",
+                      "run costs 292 CPU-s and 2164 s of wall time on a 2-core machine shared with other jobs "
+                      "(timed on 2026-12-04 at a load of about 15, docs/examples/README.md); "
+                      "--quick takes about a minute.", "glimpse",
                       extra=add_flags)
     objects = "built-in glyphs" if args.objects is None else f"{len(args.objects[0])} user objects"
     report = Report(args, "glimpse", claim=CLAIM)
@@ -200,9 +217,11 @@ def main():
         grid = PatchGrid(32, args.glimpse_size, 2)
     except ValueError as e:
         raise SystemExit(f"glimpse.py: --glimpse-size {args.glimpse_size}: {e}") from None
-    steps = {"mlp": 3000, "center": 3000, "random": 3000, "hard": 6000, "soft": 3000, "oracle": 3000}
+    steps = {"mlp": 3000, "center": 3000, "random": 3000, "hard": 6000, "draw": 3000, "stn": 3000, "soft": 3000,
+             "oracle": 3000}
     if quick:
-        steps = {"mlp": 300, "center": 300, "random": 300, "hard": 1000, "soft": 250, "oracle": 300}
+        steps = {"mlp": 300, "center": 300, "random": 300, "hard": 1000, "draw": 250, "stn": 250, "soft": 250,
+                 "oracle": 300}
     if args.steps:
         steps = {k: args.steps for k in steps}
     models = args.models or MODELS
@@ -217,19 +236,27 @@ def main():
         if name == "hard":
             net = hard_net = HardGlimpseNet(C, grid)
             secs, curves, trainer, base_macs = train_hard(net, task, n, B, r, baseline=args.baseline)
+            accs = [h["reward"] for h in trainer.history]  # the sampled policy's training accuracy
             res = trainer.evaluate((task.test[0], task.test[2]), task.test[1], batch_size=500)
             acc, hit = res["accuracy"], res["hit_rate"]
             pixels, glimpses, macs = net.values_read(), 1, net.macs() + base_macs
+        elif name in ("draw", "stn"):  # a differentiable reader: plain cross-entropy trains where to look
+            net = ReaderGlimpseNet(C, grid, reader=name)
+            secs, accs = train_supervised(name, net, lambda x, y, b, r: net(x), task, n, B, r)
+
+            def predict(x, y, boxes, net=net):
+                return net(x).data, net.hit(boxes)
+            pixels, glimpses, macs = net.values_read(), 1, net.macs()
         elif name == "soft":
             net = SoftGlimpseNet(C, grid)
-            secs = train_supervised(name, net, lambda x, y, b, r: net(x), task, n, B, r)
+            secs, accs = train_supervised(name, net, lambda x, y, b, r: net(x), task, n, B, r)
 
             def predict(x, y, boxes, net=net):
                 return net(x).data, None
             pixels, glimpses, macs = net.values_read(), grid.count, net.macs()
         elif name == "mlp":
             net = GlimpseClassifier(32 * 32, C)
-            secs = train_supervised(name, net, lambda x, y, b, r: net(x), task, n, B, r)
+            secs, accs = train_supervised(name, net, lambda x, y, b, r: net(x), task, n, B, r)
 
             def predict(x, y, boxes, net=net):
                 return net(x).data, None
@@ -239,8 +266,9 @@ def main():
                     "random": lambda b, r: r.integers(0, grid.count, len(b)),
                     "oracle": lambda b, r: grid.oracle(b)}[name]
             net = GlimpseClassifier(grid.size ** 2, C)
-            secs = train_supervised(name, net, lambda x, y, b, r, rule=rule, net=net: net(grid.read(x, rule(b, r))),
-                                    task, n, B, r)
+            secs, accs = train_supervised(name, net,
+                                          lambda x, y, b, r, rule=rule, net=net: net(grid.read(x, rule(b, r))),
+                                          task, n, B, r)
             eval_rng = np.random.default_rng([args.seed, 99])
 
             def predict(x, y, boxes, net=net, rule=rule):
@@ -250,7 +278,8 @@ def main():
         if name != "hard":
             acc, hit = evaluate(predict, task.test)
         results[name] = {"accuracy": acc, "hit_rate": hit, "pixels_read": pixels, "glimpses": glimpses,
-                         "multiply_adds": macs, "train_steps": n, "train_seconds": secs}
+                         "multiply_adds": macs, "train_steps": n, "steps_to_target": steps_to(accs),
+                         "train_seconds": secs}
         print(f"{name}: accuracy {acc:.4f}, hit rate {hit}, {secs:.1f} CPU-s", flush=True)
 
     report.claim = claim_from(results)
@@ -260,13 +289,20 @@ def main():
                 f"{test_size} canvases{'' if args.objects is None else ' from held-out source objects'}. "
                 f"`pixels_read` counts the values a model reads per item: hard reads its 16x16 gist (256 values) "
                 f"plus one {g}x{g} glimpse (the pooling that makes the gist touches all 1,024 pixels: counted that "
-                f"way, {1024 + g * g:,}); soft reads all {grid.count} overlapping {g}x{g} patches "
-                f"({grid.count * g * g:,} values). Hard attention's REINFORCE baseline: {args.baseline}. "
-                "`train_seconds` is process CPU time.")
+                f"way, {1024 + g * g:,}); draw and stn read the same gist plus what their reader touches: DRAW's "
+                "Gaussian filters reach every pixel (256 + 1,024), the bilinear sampler 4 pixels per glimpse pixel "
+                "(an upper bound); "
+                f"soft reads all {grid.count} overlapping {g}x{g} patches ({grid.count * g * g:,} values). "
+                f"Hard attention's REINFORCE baseline: {args.baseline}. "
+                "`multiply_adds` (per item, biases not counted) includes the policy, the reader and the "
+                "classifier. `steps_to_target` is the first step at which the mean training accuracy of the "
+                f"last 100 steps reached {TARGET} (for hard, the sampled policy's). `train_seconds` is "
+                "process CPU time.")
     report.table(rows, ["model", "accuracy", "hit_rate", "glimpses", "pixels_read", "multiply_adds",
-                        "train_steps", "train_seconds"], title="E9: accuracy on the held-out test canvases")
-    metrics = {"models": {k: {c: m[c] for c in ("accuracy", "hit_rate", "pixels_read", "glimpses", "train_steps",
-                                                 "train_seconds")} for k, m in results.items()}}
+                        "train_steps", "steps_to_target", "train_seconds"], title="E9: accuracy on the held-out test canvases")
+    metrics = {"models": {k: dict({c: m[c] for c in ("accuracy", "hit_rate", "pixels_read", "glimpses", "train_steps",
+                                                     "steps_to_target", "train_seconds")}, macs=m["multiply_adds"])
+                          for k, m in results.items()}}
     if hard_net is not None:
         report.figure(tracks_figure(hard_net, task.test, grid), "glimpse_tracks.png",
                       "hard attention on test canvases: the glimpse it reads (red) and the object (green); "

@@ -6,8 +6,9 @@ import pytest
 
 from examples_helpers import assert_report_files, run_example, run_ok
 
-E9_MODELS = {"mlp", "center", "random", "hard", "soft", "oracle"}
-E9_KEYS = {"accuracy", "hit_rate", "pixels_read", "glimpses", "train_steps", "train_seconds"}
+E9_MODELS = {"mlp", "center", "random", "hard", "draw", "stn", "soft", "oracle"}
+E9_KEYS = {"accuracy", "hit_rate", "pixels_read", "glimpses", "train_steps", "steps_to_target", "macs",
+           "train_seconds"}
 
 
 def test_glimpse_quick_path_writes_every_model(tmp_path):
@@ -20,6 +21,9 @@ def test_glimpse_quick_path_writes_every_model(tmp_path):
     assert m["models"]["mlp"]["hit_rate"] is None and m["models"]["soft"]["hit_rate"] is None
     assert m["models"]["oracle"]["hit_rate"] == 1.0
     assert m["models"]["hard"]["pixels_read"] == 356 and m["models"]["soft"]["pixels_read"] == 14400
+    assert m["models"]["draw"]["pixels_read"] == 1280 and m["models"]["stn"]["pixels_read"] == 656
+    assert all(row["macs"] > 0 for row in m["models"].values())
+    assert m["models"]["draw"]["steps_to_target"] is None  # 15 steps cannot reach 0.9 over a 100-step window
     section, head = assert_report_files(out)
     assert head["example"] == "glimpse" and "glimpse_tracks.png" in section
 

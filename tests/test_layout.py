@@ -47,7 +47,7 @@ LAYERS = [
     ("attention models", ["attention.transformer", "attention.seq2seq", "attention.vision", "attention.llama",
                           "attention.llama_hf", "attention.glimpse.*",
                           "attention.glimpse"]),
-    ("attention training", ["attention.reinforce"]),
+    ("attention training", ["attention.reinforce", "attention.captioner"]),
     ("attention data", ["attention.tasks.*", "attention.tasks"]),
     ("attention", ["attention"]),
 ]

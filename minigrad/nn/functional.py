@@ -1,5 +1,6 @@
-"""Functions without state, as torch.nn.functional (a PyTorch user's `F`): activations, dropout, one_hot, and every
-loss function. Built from the ops; the fused ones (softmax, linear, layer_norm, cross_entropy) are ops/fused.py's."""
+"""Functions without state, as torch.nn.functional (a PyTorch user's `F`): activations, dropout, one_hot, every
+loss function, and affine_grid / grid_sample (sampling.py). Built from the ops; the fused ones (softmax, linear,
+layer_norm, cross_entropy) are ops/fused.py's."""
 import numpy as np
 
 from .. import ops
@@ -12,6 +13,7 @@ from ..ops import _dual, as_tensor
 from ..ops._args import class_rows
 from ..tensor import Tensor, make_node
 from .conv import avg_pool2d, conv2d, max_pool2d  # noqa: F401  (F.conv2d, F.max_pool2d, F.avg_pool2d)
+from .sampling import affine_grid, grid_sample  # noqa: F401  (spatial transformers: sampling.py)
 
 
 def silu(x):
