@@ -46,7 +46,7 @@ def _head_maps(weights, grid):
 
 
 def attention_on_image(image, weights, grid=None, query=None, axes=None, title=None, head_titles=None,
-                       extent=None, alpha=0.6, cmap="inferno"):
+                       extent=None, alpha=0.6, cmap="inferno", colorbar=True):
     """Draw one query's attention weights over the image it looked at, one panel per head.
 
     image: (height, width) grey or (height, width, 3) colour array.
@@ -55,7 +55,8 @@ def attention_on_image(image, weights, grid=None, query=None, axes=None, title=N
     query: (row, col) of the query's cell on that grid, outlined in cyan; None draws no outline.
     extent: (left, right, bottom, top) in pixels of the area the grid covers (default: the whole image).
     axes: matplotlib axes to draw into, one per head (default: a new figure with a row of panels).
-    All heads share one colour scale, 0 to the largest weight. Returns the figure.
+    All heads share one colour scale, 0 to the largest weight (with a colourbar unless colorbar=False).
+    Returns the figure.
     """
     img = np.asarray(getattr(image, "data", image), dtype=float)
     if img.ndim not in (2, 3) or (img.ndim == 3 and img.shape[2] not in (3, 4)):
@@ -84,10 +85,13 @@ def attention_on_image(image, weights, grid=None, query=None, axes=None, title=N
         ax.set_ylim(img.shape[0] - 0.5, -0.5)
         ax.set_xticks([])
         ax.set_yticks([])
-        name = head_titles[h] if head_titles is not None else (f"head {h}" if H > 1 else "weights")
-        ax.set_title(name if title is None or h else f"{title}\n{name}", fontsize=8)
+        name = head_titles[h] if head_titles is not None else (f"head {h}" if H > 1 else "")
+        if title is not None and h == 0:
+            name = f"{title}\n{name}" if name else title
+        ax.set_title(name, fontsize=8)
     for ax in axes[H:]:
         ax.axis("off")
     fig = axes[0].figure
-    fig.colorbar(im, ax=axes[:H], fraction=0.03, pad=0.02, label="attention weight")
+    if colorbar:
+        fig.colorbar(im, ax=axes[:H], fraction=0.03, pad=0.02, label="attention weight")
     return fig

@@ -63,6 +63,8 @@ def add_flags(p):
     p.add_argument("--steps", type=int, default=None, help="training steps per run (default: canvases 2,000, "
                                                            "plain 50 epochs)")
     p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--patch", type=int, default=None, help="patch side of the attention models (default: a 4x4 "
+                                                          "grid of patches)")
     p.add_argument("--lr", type=float, default=2e-3)
     p.add_argument("--test-size", type=int, default=None, help="canvases in the fixed test set (default 2,000)")
     p.add_argument("--highres", default=None, help="a JSON from benchmarks/bench_local2d.py to draw instead of "
@@ -109,9 +111,11 @@ class OnCanvases:
             yield x, y
 
 
-def make_model(name, side, num_classes):
-    """The five models, sized for 8x8 objects (patch 2: a 4x4 grid) or 32x32 canvases (patch 4: an 8x8 grid)."""
-    patch, window = (2, 2) if side <= 8 else (4, 4)
+def make_model(name, side, num_classes, patch=None):
+    """The five models; the attention models on a 4x4 grid of patches (patch 2 on 8x8 objects, 8 on 32x32
+    canvases) unless `patch` says otherwise; Swin-lite's window is half the grid."""
+    patch = patch or side // 4
+    window = side // patch // 2
     if name == "conv":
         return ConvNet(side, num_classes)
     if name in ("vit_cls", "vit_mean"):
@@ -134,7 +138,7 @@ def train(name, seed, data, steps, args, curve_points=10):
     """One run: -> dict(accuracy, cpu_seconds, ms_per_step, parameters, curve (steps, test accuracy))."""
     mg.manual_seed(1000 * seed + MODELS.index(name))
     rng = np.random.default_rng([seed, MODELS.index(name)])
-    model = make_model(name, data.side, data.num_classes)
+    model = make_model(name, data.side, data.num_classes, args.patch)
     opt = optim.Adam(model.parameters(), lr=args.lr)
     progress = Progress(steps, label=f"{name:>8} seed {seed} ")
     every = max(1, steps // curve_points)

@@ -142,14 +142,15 @@ def max_pool2(x):
 
 class ConvNet(nn.Module):
     """The conv baseline. 8x8 images (the recipe): conv3x3(1-16) ReLU conv3x3(16-32) ReLU maxpool2 FC(512-64) ReLU
-    FC(64-C). Larger canvases: conv3x3 + ReLU + maxpool2 stages (16, 32, 64 channels), a global max pool
-    (translation invariant: the object can be anywhere), FC(64-64) ReLU FC(64-C)."""
+    FC(64-C). Larger canvases: conv3x3 stride 2 (1-16) ReLU, then conv3x3 + ReLU + maxpool2 stages (32, 64
+    channels), a global max pool (translation invariant: the object can be anywhere), FC(64-64) ReLU FC(64-C)."""
 
     def __init__(self, side, num_classes):
         super().__init__()
         self.small = side <= 8
         chans = [1, 16, 32] if self.small else [1, 16, 32, 64]
-        self.convs = nn.ModuleList([Conv2d(a, b, 3, padding=1) for a, b in zip(chans[:-1], chans[1:])])
+        self.convs = nn.ModuleList([Conv2d(a, b, 3, stride=1 if self.small or i else 2, padding=1)
+                                    for i, (a, b) in enumerate(zip(chans[:-1], chans[1:]))])
         flat = 32 * (side // 2) ** 2 if self.small else 64
         self.fc1, self.fc2 = nn.Linear(flat, 64), nn.Linear(64, num_classes)
 
@@ -157,7 +158,7 @@ class ConvNet(nn.Module):
         x = Tensor(np.asarray(images, np.float32)[:, None])                      # (B, 1, H, W)
         for i, conv in enumerate(self.convs):
             x = ops.relu(conv(x))
-            if not self.small:
+            if not self.small and i:
                 x = max_pool2(x)
         if self.small:
             x = max_pool2(x).reshape(x.shape[0], -1)
