@@ -1,7 +1,8 @@
 """attention: the classic attention mechanisms on top of minigrad.
 
 Read masks.py, scores.py, functional.py, multihead.py, transformer.py, seq2seq.py, luong.py (soft attention);
-local.py and efficient.py (restricted and memory-efficient attention); positions.py (rotary, ALiBi), linear.py
+local.py and efficient.py (restricted and memory-efficient attention); masks2d.py and local2d.py (2-D
+windows and neighbourhoods over an image); positions.py (rotary, ALiBi), linear.py
 (linear attention), cache.py (KV cache for decoding); distributions.py, hard.py, reinforce.py,
 glimpse/ (hard attention trained by REINFORCE); tasks/ holds the toy data sets, tokens.py the ids they share.
 """
@@ -26,6 +27,9 @@ from .efficient import memory_efficient_attention  # noqa: F401
 from .positions import RotaryEmbedding, alibi_bias, alibi_slopes, apply_rotary  # noqa: F401
 from .linear import linear_attention  # noqa: F401
 from .cache import KVCache  # noqa: F401
+from .masks2d import neighborhood_bias_2d, neighborhood_mask_2d, window_bias_2d, window_mask_2d  # noqa: F401
+from .local2d import (neighborhood_attention_2d, neighborhood_attention_2d_reference, window_attention_2d,  # noqa: F401
+                      window_attention_2d_reference)
 from . import double_backward  # noqa: F401  (the kernels' rules for create_graph=True)
 from .glimpse import (HardGlimpseNet, PatchGrid, RecurrentAttentionModel, SoftGlimpseNet, conv2d,  # noqa: F401
                       glimpse_sensor)

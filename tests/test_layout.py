@@ -37,9 +37,10 @@ LAYERS = [
     ("minigrad", ["minigrad"]),
     # attention: the mechanisms over the engine, then the models, then what trains and feeds them
     ("attention leaves", ["attention.tokens", "attention.masks", "attention._nonfinite"]),
+    ("attention 2-D masks", ["attention.masks2d"]),
     ("attention kernels", ["attention.functional", "attention.efficient", "attention.local",
                            "attention.distributions", "attention.positions", "attention.linear",
-                           "attention.cache"]),
+                           "attention.cache", "attention.local2d"]),
     ("attention scores", ["attention.scores", "attention.double_backward", "attention.luong", "attention.hard"]),
     ("attention layers", ["attention.multihead"]),
     ("attention models", ["attention.transformer", "attention.seq2seq", "attention.glimpse.*",
