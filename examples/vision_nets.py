@@ -3,63 +3,31 @@ token grid is global, windowed (Swin's W-MSA and, shifted, SW-MSA) or a clamped 
 patch embedding, and E16's classifiers (a small conv net, a ViT with a cls token or mean pooling, a Swin-lite
 with patch merging, a neighbourhood-attention net).
 
-Each attention pattern is also written as the boolean (h*w, h*w) mask that defines it (`pattern_mask`): the
-figures draw one query's weights from it, and E15's predicted reach is the mask's reachability over the layers.
+The layers run the kernels (attention.window_attention_2d, attention.neighborhood_attention_2d: O(h*w*window)
+memory); the boolean (h*w, h*w) mask that defines each pattern (`pattern_mask`) gives the figures one query's
+weights (dense attention with the mask, equal to the kernel by the kernels' tests) and E15 its predicted reach.
 """
 import numpy as np
 
 import minigrad as mg
 from minigrad import Tensor, nn, ops
-from attention import scaled_dot_product_attention
+from attention import (neighborhood_attention_2d, neighborhood_mask_2d, scaled_dot_product_attention,
+                       window_attention_2d, window_mask_2d)
 from attention.glimpse.conv import Conv2d
 
 PATTERNS = ("global", "window", "neighborhood")
 
 
-# ---------------------------------------------------------------- the patterns as masks (True = may attend)
-
-def window_mask(h, w, window, shift=0):
-    """Swin's (shifted) window attention on an h x w grid: token (r, c) sits at (r - shift, c - shift) mod the side
-    after the cyclic shift; two tokens may meet iff they share a window there and the shift did not bring them
-    together from opposite edges (Swin's region mask). h and w are multiples of `window` here."""
-    if h % window or w % window or not 0 <= shift < window:
-        raise ValueError(f"window_mask: sides {h}x{w} must be multiples of window {window} and 0 <= shift "
-                         f"< window, got shift {shift}")
-
-    def ids(n):
-        p = (np.arange(n) - shift) % n                        # position after the shift
-        region = np.where(p < n - window, 0, np.where(p < n - shift, 1, 2)) if shift else np.zeros(n, int)
-        return p // window, region
-    (wr, rr), (wc, rc) = ids(h), ids(w)
-    win = (wr[:, None] * (w // window) + wc[None, :]).ravel()  # (h*w,) window id
-    reg = (rr[:, None] * 3 + rc[None, :]).ravel()              # (h*w,) region id
-    return (win[:, None] == win[None, :]) & (reg[:, None] == reg[None, :])
-
-
-def neighborhood_mask(h, w, kernel):
-    """NATTEN's neighbourhood: query (r, c) attends the kernel x kernel keys around it, the window's centre
-    clamped inside the grid, so every query sees exactly kernel^2 keys."""
-    if kernel % 2 == 0 or kernel > min(h, w):
-        raise ValueError(f"neighborhood_mask: kernel must be odd and at most the grid side {min(h, w)}, "
-                         f"got {kernel}")
-
-    def near(n):
-        start = np.clip(np.arange(n) - kernel // 2, 0, n - kernel)    # (n,) first key of each query's window
-        j = np.arange(n)
-        return (j[None, :] >= start[:, None]) & (j[None, :] < start[:, None] + kernel)
-    rows, cols = near(h), near(w)
-    return (rows[:, None, :, None] & cols[None, :, None, :]).reshape(h * w, h * w)
-
-
 def pattern_mask(pattern, h, w, window=None, shift=0):
-    """The (h*w, h*w) mask of a pattern: "global", "window" (size `window`, shifted by `shift`) or
-    "neighborhood" (kernel `window`)."""
+    """The (h*w, h*w) mask (True = may attend) that defines a pattern: "global", "window" (Swin's, size `window`,
+    shifted by `shift`: attention.window_mask_2d) or "neighborhood" (NATTEN's, kernel `window`:
+    attention.neighborhood_mask_2d)."""
     if pattern == "global":
         return np.ones((h * w, h * w), bool)
     if pattern == "window":
-        return window_mask(h, w, window, shift)
+        return window_mask_2d(h, w, window, shift)
     if pattern == "neighborhood":
-        return neighborhood_mask(h, w, window)
+        return neighborhood_mask_2d(h, w, window)
     raise ValueError(f"pattern must be one of {PATTERNS}, got {pattern!r}")
 
 
@@ -79,19 +47,25 @@ class GridAttention(nn.Module):
     def _qkv(self, x):
         B, h, w, C = x.shape
         H = self.heads
-        return self.qkv(x).reshape(B, h * w, 3, H, C // H).permute(2, 0, 3, 1, 4)  # (3, B, H, T, D)
+        return self.qkv(x).reshape(B, h, w, 3, H, C // H).permute(3, 0, 4, 1, 2, 5)  # (3, B, H, h, w, D)
 
     def forward(self, x):
         B, h, w, C = x.shape
         q, k, v = self._qkv(x)
-        mask = None if self.pattern == "global" else self.mask
-        y = scaled_dot_product_attention(q, k, v, attn_mask=mask)               # (B, H, T, D)
-        return self.proj(y.permute(0, 2, 1, 3).reshape(B, h, w, C))
+        if self.pattern == "window":
+            y = window_attention_2d(q, k, v, self.window, self.shift)                 # (B, H, h, w, D)
+        elif self.pattern == "neighborhood":
+            y = neighborhood_attention_2d(q, k, v, self.window)
+        else:
+            T = h * w
+            y = scaled_dot_product_attention(*(t.reshape(B, self.heads, T, C // self.heads) for t in (q, k, v)))
+        return self.proj(y.reshape(B, self.heads, h, w, C // self.heads).permute(0, 2, 3, 1, 4).reshape(B, h, w, C))
 
     def weights(self, x):
         """The attention weights (B, H, h*w, h*w) from the dense definition (pattern mask), for the figures."""
+        B, h, w, C = x.shape
         with mg.no_grad():
-            q, k, v = self._qkv(x)
+            q, k, v = (t.reshape(B, self.heads, h * w, C // self.heads) for t in self._qkv(x))
             _, a = scaled_dot_product_attention(q, k, v, attn_mask=self.mask, return_weights=True)
         return a.data
 

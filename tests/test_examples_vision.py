@@ -27,20 +27,20 @@ def test_predicted_reach_of_each_pattern():
         assert predicted("neighborhood", depth).tolist() == [1.0] * (depth + 2) + [0.0] * (6 - depth)
 
 
-def test_masks_are_the_patterns_definitions():
-    from vision_nets import neighborhood_mask, window_mask
-    m = window_mask(8, 8, 4)
-    assert m[0].reshape(8, 8)[:4, :4].all() and m[0].sum() == 16 and (m == m.T).all()
-    s = window_mask(8, 8, 4, 2)  # token (0, 0) after the shift sits with (0, 1), (1, 0), (1, 1) only: the region
-    assert sorted(np.flatnonzero(s[0])) == [0, 1, 8, 9] and (s == s.T).all()
-    assert s[2 * 8 + 2].reshape(8, 8)[2:6, 2:6].all() and s[2 * 8 + 2].sum() == 16  # the middle window, whole
-    n = neighborhood_mask(8, 8, 3)
-    assert (n.sum(1) == 9).all()  # every query sees kernel^2 keys
-    assert sorted(np.flatnonzero(n[0])) == [0, 1, 2, 8, 9, 10, 16, 17, 18]  # clamped at the corner
-    with pytest.raises(ValueError, match="kernel must be odd"):
-        neighborhood_mask(8, 8, 4)
-    with pytest.raises(ValueError, match="multiples of window"):
-        window_mask(6, 8, 4)
+def test_layers_run_the_kernels_and_equal_their_masks():
+    """GridAttention runs window_attention_2d / neighborhood_attention_2d; dense attention with pattern_mask (what
+    the figures draw) gives the same output."""
+    import minigrad as mg
+    from vision_nets import GridAttention
+    from attention import scaled_dot_product_attention
+    x = mg.tensor(np.random.default_rng(0).standard_normal((2, 8, 8, 8)))
+    for pattern, window, shift in (("window", 4, 0), ("window", 4, 2), ("neighborhood", 3, 0), ("global", None, 0)):
+        layer = GridAttention(8, 2, (8, 8), pattern, window, shift)
+        q, k, v = (t.reshape(2, 2, 64, 4) for t in layer._qkv(x))
+        dense = scaled_dot_product_attention(q, k, v, attn_mask=layer.mask)
+        want = layer.proj(dense.reshape(2, 2, 8, 8, 4).permute(0, 2, 3, 1, 4).reshape(2, 8, 8, 8))
+        np.testing.assert_allclose(layer(x).data, want.data, atol=1e-5, err_msg=pattern)
+        np.testing.assert_allclose(layer.weights(x).sum(-1), 1.0, atol=1e-5)
 
 
 def test_grid_reach_tiny_run(tmp_path):
