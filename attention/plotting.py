@@ -46,7 +46,7 @@ def _head_maps(weights, grid):
 
 
 def attention_on_image(image, weights, grid=None, query=None, axes=None, title=None, head_titles=None,
-                       extent=None, alpha=0.6, cmap="inferno", colorbar=True):
+                       extent=None, alpha=0.6, cmap="inferno", colorbar=True, vmax=None):
     """Draw one query's attention weights over the image it looked at, one panel per head.
 
     image: (height, width) grey or (height, width, 3) colour array.
@@ -55,7 +55,8 @@ def attention_on_image(image, weights, grid=None, query=None, axes=None, title=N
     query: (row, col) of the query's cell on that grid, outlined in cyan; None draws no outline.
     extent: (left, right, bottom, top) in pixels of the area the grid covers (default: the whole image).
     axes: matplotlib axes to draw into, one per head (default: a new figure with a row of panels).
-    All heads share one colour scale, 0 to the largest weight (with a colourbar unless colorbar=False).
+    All heads share one colour scale, 0 to `vmax` (default: the largest weight drawn), with a colourbar unless
+    colorbar=False (give several calls one vmax to compare their panels).
     Returns the figure.
     """
     img = np.asarray(getattr(image, "data", image), dtype=float)
@@ -72,7 +73,7 @@ def attention_on_image(image, weights, grid=None, query=None, axes=None, title=N
     if len(axes) < H:
         raise ValueError(f"attention_on_image: {H} heads need {H} axes, got {len(axes)}")
     left, right, bottom, top = extent if extent is not None else (-0.5, img.shape[1] - 0.5, img.shape[0] - 0.5, -0.5)
-    vmax = max(float(maps.max()), 1e-9)
+    vmax = max(float(maps.max()), 1e-9) if vmax is None else vmax
     cw, ch = (right - left) / gw, (bottom - top) / gh  # one grid cell in pixels
     for h, ax in enumerate(axes[:H]):
         ax.imshow(img, cmap="gray" if img.ndim == 2 else None, vmin=0, vmax=max(float(img.max()), 1e-9))

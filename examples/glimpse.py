@@ -28,6 +28,7 @@ import minigrad as mg
 from minigrad import optim
 from attention.glimpse import GlimpseClassifier, HardGlimpseNet, PatchGrid, SoftGlimpseNet
 from attention import Categorical
+from attention.plotting import attention_on_image
 from attention.reinforce import Trainer, ValueBaseline
 from attention.tasks.canvases import Canvases, load_objects
 from plots import learning_curves
@@ -152,6 +153,8 @@ def tracks_figure(net, test, grid, n=8):
     r, c = grid.corners(index)
     fig, axes = plt.subplots(2, n, figsize=(1.7 * n, 3.6))
     top = max(float(probs.max()), 1e-9)  # one colour scale for every policy map, so they compare
+    left = grid.size / 2 - 0.5 - grid.stride / 2  # the first glimpse centre, less half a stride
+    extent = (left, left + grid.n * grid.stride, left + grid.n * grid.stride, left)
     for k in range(n):
         ax = axes[0, k]
         ax.imshow(x[k], cmap="gray", vmin=0, vmax=1)
@@ -161,13 +164,13 @@ def tracks_figure(net, test, grid, n=8):
         ax.set_title(f"label {y[k]}", fontsize=8)
         ax.set_xticks([])
         ax.set_yticks([])
-        ax2 = axes[1, k]
-        im = ax2.imshow(probs[k].reshape(grid.n, grid.n), cmap="viridis", vmin=0, vmax=top)
-        ax2.set_xticks([])
-        ax2.set_yticks([])
+        ax2 = axes[1, k]  # the policy over the canvas: cell (i, j) drawn at its glimpse's centre, a stride wide
+        attention_on_image(x[k], probs[k], grid=(grid.n, grid.n), axes=[ax2], extent=extent, vmax=top,
+                           colorbar=False, cmap="viridis", alpha=0.75)
         if k == 0:
             ax.set_ylabel("canvas", fontsize=8)
             ax2.set_ylabel("policy over\nglimpse cells", fontsize=8)
+    im = axes[1, 0].images[-1]
     fig.suptitle("hard attention on test canvases: red = the glimpse it reads (argmax), "
                  "green dashed = the object", fontsize=9)
     fig.tight_layout()
