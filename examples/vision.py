@@ -8,8 +8,9 @@ Data (one of):
                       place and four 4x4 clutter fragments; fresh training canvases every step, a fixed test set
                       of 2,000 drawn from held-out glyphs. With --objects FILE.npz your objects go on the canvases.
   --plain             the objects themselves, e.g. scikit-learn's 8x8 digits (`--objects digits --plain`, which
-                      needs scikit-learn; or any .npz as glimpse.py takes it), split once 80/20 (the same split as
-                      scikit-learn's train_test_split(test_size=0.2, random_state=0)); 50 epochs.
+                      needs scikit-learn; or any .npz as glimpse.py takes it; without --objects, 2,000 built-in
+                      glyphs), split once 80/20 (the same split as scikit-learn's train_test_split(test_size=0.2,
+                      random_state=0)); 50 epochs. --quick runs on the plain built-in glyphs, 10 epochs, one seed.
 Every model: Adam, batch 64; the reported accuracy is the final model's on the held-out split (no early stopping).
 Then the high-resolution part: time and peak memory of one attention layer (forward + backward) as the token grid
 grows from 32 to 256 a side, global against window and neighbourhood attention (--highres FILE reads a JSON from
@@ -28,7 +29,7 @@ import numpy as np
 
 import minigrad as mg
 from minigrad import optim
-from attention.tasks.canvases import Canvases, check_objects, load_objects
+from attention.tasks.canvases import Canvases, check_objects, load_objects, make_glyphs
 from vision_nets import ConvNet, SwinLite, ViT, count_parameters, na_net
 import highres
 
@@ -259,18 +260,19 @@ def main():
     quick = args.quick
     models = args.models or MODELS
     seeds = args.seeds or (1 if quick else 3)
-    if args.plain:
-        if args.objects is None:
-            raise SystemExit("--plain needs --objects (digits or an .npz)")
-        data, what = Plain(*args.objects), f"{len(args.objects[0])} objects, classified plain (80/20 split)"
+    if args.plain or (quick and args.objects is None):
+        objects = args.objects or make_glyphs(2000, np.random.default_rng([0, 3]))
+        data = Plain(*objects)
+        what = (f"{len(objects[0])} {'built-in glyphs' if args.objects is None else 'objects'} "
+                f"({data.side}x{data.side}), classified plain (80/20 split)")
         epoch = -(-len(data.train[1]) // args.batch)
         steps = args.steps or epoch * (10 if quick else 50)
     else:
-        test_size = args.test_size or (500 if quick else 2000)
+        test_size = args.test_size or 2000
         data = OnCanvases(args.objects, test_size)
         what = (f"32x32 canvases with 4 clutter fragments, {'built-in glyphs' if args.objects is None else 'your objects'}"
                 f"; fixed test set of {test_size}")
-        steps = args.steps or (300 if quick else 2000)
+        steps = args.steps or 2000
     report = Report(args, "vision", claim="attention classifies images as well as a small conv net")
     print(f"data: {what}; {data.num_classes} classes; models {models}; {seeds} seed(s) x {steps} steps", flush=True)
     runs = {}

@@ -66,14 +66,20 @@ def _npz(path, **arrays):
 
 def test_vision_tiny_run_on_canvases(tmp_path):
     out = str(tmp_path / "v")
-    m = run_ok("vision", out, "--quick", "--steps", "2", "--batch", "8", "--test-size", "20", "--highres", "skip")
-    assert set(m["models"]) == {"conv", "vit_cls", "vit_mean", "swin", "na"}
+    m = run_ok("vision", out, "--seeds", "1", "--steps", "2", "--batch", "8", "--test-size", "20", "--highres", "skip")
+    assert set(m["models"]) == {"conv", "vit_cls", "vit_mean", "swin", "na"} and "32x32 canvases" in m["data"]
     for name, row in m["models"].items():
         assert {"accuracy_mean", "accuracy_sd", "accuracies", "parameters", "ms_per_step", "cpu_seconds",
                 "gap_to_conv_points"} <= set(row), name
         assert len(row["accuracies"]) == 1 and row["parameters"] > 0 and row["ms_per_step"] > 0
     section, head = assert_report_files(out)
     assert head["example"] == "vision" and "accuracy.png" in section and "attention_maps.png" in section
+
+
+def test_vision_quick_runs_on_plain_glyphs(tmp_path):
+    m = run_ok("vision", str(tmp_path / "q"), "--quick", "--steps", "2", "--models", "conv", "vit_cls",
+               "--highres", "skip")
+    assert m["seeds"] == 1 and "2000 built-in glyphs (8x8), classified plain" in m["data"]
 
 
 def test_vision_plain_objects_split_and_bad_input(tmp_path):
