@@ -26,7 +26,7 @@ from vision_nets import Block, PatchEmbed, pattern_mask
 
 SIDE, PATCH, WINDOW, SHIFT, KERNEL = 8, 8, 4, 2, 3
 PATTERNS = ["global", "window", "swin", "neighborhood"]
-DEPTHS = {"global": [1, 2], "window": [1, 2, 4], "swin": [1, 2, 3, 4], "neighborhood": [1, 2, 3, 4, 5, 6]}
+DEPTHS = {"global": [1, 2], "window": [1, 3], "swin": [2, 3], "neighborhood": [1, 2, 4]}
 QUICK_DEPTHS = {"global": [1], "window": [2], "swin": [3], "neighborhood": [2]}
 
 
@@ -169,7 +169,7 @@ def maps_figure(models, test):
 
 
 def add_flags(p):
-    p.add_argument("--steps", type=int, default=None, help="training steps per model (default 1,500; quick 400)")
+    p.add_argument("--steps", type=int, default=None, help="training steps per model (default 1,000; quick 400)")
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--test-per-distance", type=int, default=None, help="held-out images per distance (default 200)")
@@ -185,7 +185,7 @@ def main():
                     "whole grid once shifted windows are deep enough, and about one token per layer with a 3x3 "
                     "neighbourhood")
     quick = args.quick
-    args.steps = args.steps or (400 if quick else 1500)
+    args.steps = args.steps or (400 if quick else 1000)
     per = args.test_per_distance or (60 if quick else 200)
     patterns = args.patterns or PATTERNS
     depths = QUICK_DEPTHS if quick else DEPTHS

@@ -21,7 +21,7 @@ PATTERNS = ("global", "window", "neighborhood")
 SIDES = [32, 48, 64, 96, 128, 192, 256]
 QUICK_SIDES = [16, 32, 64]
 D, WINDOW, KERNEL = 32, 8, 7
-BUDGET_MB = 2048  # global attention is not started past this estimate (the machine is shared)
+BUDGET_MB = 2048  # global attention is not started past this estimate (a laptop's share; the machine is shared)
 
 
 def global_estimate_mb(side):

@@ -36,7 +36,7 @@ LAYERS = [
     ("tools on modules", ["minigrad.tools.trace"]),
     ("minigrad", ["minigrad"]),
     # attention: the mechanisms over the engine, then the models, then what trains and feeds them
-    ("attention leaves", ["attention.tokens", "attention.masks", "attention._nonfinite"]),
+    ("attention leaves", ["attention.tokens", "attention.masks", "attention._nonfinite", "attention.plotting"]),
     ("attention 2-D masks", ["attention.masks2d"]),
     ("attention kernels", ["attention.functional", "attention.efficient", "attention.local",
                            "attention.distributions", "attention.positions", "attention.linear",
