@@ -4,19 +4,20 @@ each trained from 3 seeds: a ViT (Dosovitskiy et al. 2021) read from a cls token
 2023: each token attends its clamped 3x3 neighbourhood).
 
 Data (one of):
-  canvases (default)  32x32 cluttered canvases (attention/tasks/canvases.py): one 8x8 built-in glyph at a random
-                      place and four 4x4 clutter fragments; fresh training canvases every step, a fixed test set
-                      of 2,000 drawn from held-out glyphs. With --objects FILE.npz your objects go on the canvases.
-  --plain             the objects themselves, e.g. scikit-learn's 8x8 digits (`--objects digits --plain`, which
-                      needs scikit-learn; or any .npz as glimpse.py takes it; without --objects, 2,000 built-in
-                      glyphs), split once 80/20 (the same split as scikit-learn's train_test_split(test_size=0.2,
-                      random_state=0)); 50 epochs. --quick runs on the plain built-in glyphs, 10 epochs, one seed.
+  plain (default)     8x8 objects classified as they are, split once 80/20 (the split of scikit-learn's
+                      train_test_split(test_size=0.2, random_state=0)), 50 epochs: 2,000 built-in glyphs
+                      (attention/tasks/canvases.py), or scikit-learn's digits (`--objects digits`, needs
+                      scikit-learn), or your own .npz (`--objects FILE.npz`, as glimpse.py takes it).
+  --canvases          32x32 cluttered canvases (E9's): one object at a random place and four 4x4 clutter
+                      fragments; fresh training canvases every step (2,000 steps), a fixed test set of 2,000 drawn
+                      from held-out objects.
+--quick: the plain glyphs, 10 epochs, one seed.
 Every model: Adam, batch 64; the reported accuracy is the final model's on the held-out split (no early stopping).
 Then the high-resolution part: time and peak memory of one attention layer (forward + backward) as the token grid
 grows from 32 to 256 a side, global against window and neighbourhood attention (--highres FILE reads a JSON from
 benchmarks/bench_local2d.py instead of measuring).
 
-python examples/vision.py [--quick] [--seed N] [--out DIR] [--objects FILE.npz|digits] [--plain]
+python examples/vision.py [--quick] [--seed N] [--out DIR] [--objects FILE.npz|digits] [--canvases]
 Writes its PNG figures, metrics.json (its headline numbers), section.md and headline.json under --out.
 """
 from common import Progress, Report, parse_args, pyplot
@@ -58,11 +59,12 @@ def add_flags(p):
     p.add_argument("--objects", type=objects_arg, default=None,
                    help="'digits' (scikit-learn's, needs it installed) or an .npz with 'images' (N, h, w) in [0, 1], "
                         "h, w <= 8, and integer 'labels' (N,)")
-    p.add_argument("--plain", action="store_true", help="classify the objects themselves (80/20 split), not canvases")
+    p.add_argument("--canvases", action="store_true", help="put the objects on 32x32 cluttered canvases (E9's) "
+                                                             "instead of classifying them as they are")
     p.add_argument("--models", nargs="+", default=None, choices=MODELS, help="which models (default: all five)")
     p.add_argument("--seeds", type=int, default=None, help="seeds per model (default 3; --quick 1)")
-    p.add_argument("--steps", type=int, default=None, help="training steps per run (default: canvases 2,000, "
-                                                           "plain 50 epochs)")
+    p.add_argument("--steps", type=int, default=None, help="training steps per run (default: plain 50 epochs, "
+                                                           "--canvases 2,000)")
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--patch", type=int, default=None, help="patch side of the attention models (default: a 4x4 "
                                                           "grid of patches)")
@@ -86,7 +88,7 @@ class Plain:
         self.test = images[order[:n_test]], labels[order[:n_test]]
         self.side, self.num_classes = images.shape[1], int(labels.max()) + 1
         if images.shape[1] != images.shape[2] or images.shape[1] % 2:
-            raise ValueError(f"--plain: square objects with an even side expected, got {images.shape[1:]}")
+            raise ValueError(f"plain objects: square, with an even side, expected, got {images.shape[1:]}")
 
     def batches(self, batch, rng):
         """Endless (images, labels) minibatches, a fresh permutation each epoch (the last partial batch kept)."""
@@ -260,7 +262,7 @@ def main():
     quick = args.quick
     models = args.models or MODELS
     seeds = args.seeds or (1 if quick else 3)
-    if args.plain or (quick and args.objects is None):
+    if not args.canvases:
         objects = args.objects or make_glyphs(2000, np.random.default_rng([0, 3]))
         data = Plain(*objects)
         what = (f"{len(objects[0])} {'built-in glyphs' if args.objects is None else 'objects'} "

@@ -66,7 +66,8 @@ def _npz(path, **arrays):
 
 def test_vision_tiny_run_on_canvases(tmp_path):
     out = str(tmp_path / "v")
-    m = run_ok("vision", out, "--seeds", "1", "--steps", "2", "--batch", "8", "--test-size", "20", "--highres", "skip")
+    m = run_ok("vision", out, "--canvases", "--seeds", "1", "--steps", "2", "--batch", "8", "--test-size", "20",
+               "--highres", "skip")
     assert set(m["models"]) == {"conv", "vit_cls", "vit_mean", "swin", "na"} and "32x32 canvases" in m["data"]
     for name, row in m["models"].items():
         assert {"accuracy_mean", "accuracy_sd", "accuracies", "parameters", "ms_per_step", "cpu_seconds",
@@ -86,7 +87,7 @@ def test_vision_plain_objects_split_and_bad_input(tmp_path):
     rng = np.random.default_rng(0)
     path = _npz(tmp_path / "o.npz", images=rng.random((50, 8, 8)).astype(np.float32), labels=np.arange(50) % 3)
     out = str(tmp_path / "v")
-    m = run_ok("vision", out, "--quick", "--plain", "--objects", path, "--steps", "2", "--models", "conv", "na",
+    m = run_ok("vision", out, "--quick", "--objects", path, "--steps", "2", "--models", "conv", "na",
                "--highres", "skip")
     assert set(m["models"]) == {"conv", "na"} and "50 objects" in m["data"]
     bad = _npz(tmp_path / "bad.npz", images=np.zeros((4, 8, 8)))
