@@ -132,3 +132,21 @@ def test_attention_on_image_draws_each_head_and_checks_shapes():
         attention_on_image(np.ones((2, 3, 4, 5)), w)
     import matplotlib.pyplot as plt
     plt.close("all")
+
+
+# ---- E16's high-resolution part (examples/highres.py)
+
+def test_highres_measures_each_pattern_in_a_fresh_process_and_skips_global_past_the_budget():
+    import highres
+    rows = [highres.measure(p, 8) for p in highres.PATTERNS]
+    for r in rows:
+        assert r["note"] == "" and r["peak_mb"] is not None and r["seconds"] > 0 and r["tokens"] == 64, r
+    big = highres.measure("global", 256)  # (65,536 tokens)^2: about 64 GB, never started
+    assert big["peak_mb"] is None and big["note"].startswith("not run") and "MB" in big["note"]
+    pytest.importorskip("matplotlib")
+    fig = highres.figure(rows + [big])
+    assert len(fig.axes) == 2
+    import matplotlib.pyplot as plt
+    plt.close(fig)
+    assert highres.slope([{"pattern": "window", "tokens": t, "peak_mb": 2.0 * t} for t in (100, 400, 1600)],
+                         "window") == pytest.approx(1.0)
