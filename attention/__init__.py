@@ -2,8 +2,8 @@
 
 Read masks.py, scores.py, functional.py, multihead.py, transformer.py, seq2seq.py, luong.py (soft attention);
 local.py and efficient.py (restricted and memory-efficient attention); masks2d.py and local2d.py (2-D
-windows and neighbourhoods over an image); positions.py (rotary, ALiBi), linear.py
-(linear attention), cache.py (KV cache for decoding); distributions.py, hard.py, reinforce.py,
+windows and neighbourhoods over an image); vision.py (Swin and NATTEN layers, patch embedding, a small ViT);
+positions.py (rotary, ALiBi), linear.py (linear attention), cache.py (KV cache for decoding); distributions.py, hard.py, reinforce.py,
 glimpse/ (hard attention trained by REINFORCE); tasks/ holds the toy data sets, tokens.py the ids they share.
 """
 from .functional import masked_softmax, scaled_dot_product_attention  # noqa: F401
@@ -30,6 +30,8 @@ from .cache import KVCache  # noqa: F401
 from .masks2d import neighborhood_bias_2d, neighborhood_mask_2d, window_bias_2d, window_mask_2d  # noqa: F401
 from .local2d import (neighborhood_attention_2d, neighborhood_attention_2d_reference, window_attention_2d,  # noqa: F401
                       window_attention_2d_reference)
+from .vision import (Mlp, NeighborhoodAttention2d, PatchEmbedding, PatchMerging, SwinBlock,  # noqa: F401
+                     VisionTransformer, WindowAttention2d)
 from . import double_backward  # noqa: F401  (the kernels' rules for create_graph=True)
 from .glimpse import (HardGlimpseNet, PatchGrid, RecurrentAttentionModel, SoftGlimpseNet, conv2d,  # noqa: F401
                       glimpse_sensor)

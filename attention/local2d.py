@@ -50,6 +50,16 @@ def _scale(scale, d):
     return (1.0 / math.sqrt(d) if d else 1.0) if scale is None else float(scale)
 
 
+def _dense(q, k, v, mask, scale, return_weights):
+    """scaled_dot_product_attention over the flattened hw tokens with `mask`, back to (B, H, h, w, dv)."""
+    B, H, h, w, E = q.shape
+    res = scaled_dot_product_attention(q.reshape(B, H, h * w, E), k.reshape(B, H, h * w, E),
+                                       v.reshape(B, H, h * w, v.shape[-1]), attn_mask=mask, scale=scale,
+                                       return_weights=return_weights)
+    out = (res[0] if return_weights else res).reshape(B, H, h, w, v.shape[-1])
+    return (out, res[1]) if return_weights else out
+
+
 # ---- windows (W-MSA, SW-MSA) -----------------------------------------------------------------------
 
 @lru_cache(maxsize=64)
@@ -116,16 +126,15 @@ def window_attention_2d(q, k, v, window_size, shift_size=0, bias=None, scale=Non
     return _unwindows(p @ vw, m, s, h, w)
 
 
-def window_attention_2d_reference(q, k, v, window_size, shift_size=0, bias=None, scale=None):
-    """Dense attention over the hw tokens with window_mask_2d (and window_bias_2d): the definition."""
+def window_attention_2d_reference(q, k, v, window_size, shift_size=0, bias=None, scale=None, return_weights=False):
+    """Dense attention over the hw tokens with window_mask_2d (and window_bias_2d): the definition.
+    return_weights: also the weights (B, H, hw, hw) (small images: they are dense), e.g. for attention maps."""
     q, k, v = as_tensor(q), as_tensor(k), as_tensor(v)
     B, H, h, w, E = _check_qkv_2d(q, k, v, "window_attention_2d")
     mask = window_mask_2d(h, w, window_size, shift_size)
     if bias is not None:
         mask = ops.where(mask, window_bias_2d(bias, h, w, window_size, shift_size), -np.inf)
-    out = scaled_dot_product_attention(q.reshape(B, H, h * w, E), k.reshape(B, H, h * w, E),
-                                       v.reshape(B, H, h * w, v.shape[-1]), attn_mask=mask, scale=scale)
-    return out.reshape(B, H, h, w, v.shape[-1])
+    return _dense(q, k, v, mask, scale, return_weights)
 
 
 # ---- neighbourhoods (NATTEN) -------------------------------------------------------------------------
@@ -199,25 +208,23 @@ def _query_tiles(x, ah, aw):
     return x.reshape(B, H, d, d, ah.nT, aw.nT, ah.T * aw.T, X)
 
 
-def _halo(x, a, axis):
-    """Along `axis` (a padded run of (nT + m) * T positions, tile-major), each tile's halo of L positions:
-    the axis becomes (nT, L) (tile t: padded positions [t T, t T + L)), built from whole-tile slices."""
-    shape = x.shape
-    x = x.reshape(*shape[:axis], a.nT + a.m, a.T, *shape[axis + 1:])
-    idx = (slice(None),) * axis
-    parts = [x[idx + (slice(j, j + a.nT),)] for j in range(a.m + 1)]  # tile t, then the m tiles after it
-    y = ops.concat(parts, axis=axis + 1) if a.m else parts[0]
-    return y[idx + (slice(None), slice(0, a.L))]
-
-
 def _key_tiles(x, ah, aw):
-    """(B, H, d, d, Gh, Gw, X) -> (B, H, d, d, nTh, nTw, Lh*Lw, X): each query tile's halo of keys."""
+    """(B, H, d, d, Gh, Gw, X) -> (B, H, d, d, nTh, nTw, Lh*Lw, X): each query tile's halo of keys.
+
+    Padded by r on top and left, the keys are cut into T x T tiles; tile (t, u)'s halo is the padded block
+    [t T, t T + Lh) x [u T, u T + Lw), made of tile (t, u) and the m tiles after it along each axis, cropped:
+    slices of whole tiles, joined by concat (their backward: slice-adds, no scatter)."""
     B, H, d, _, Gh, Gw, X = x.shape
     r = ah.r
     x = ops.pad(x, ((0, 0),) * 4 + ((r, (ah.nT + ah.m) * ah.T - r - Gh), (r, (aw.nT + aw.m) * aw.T - r - Gw), (0, 0)))
-    x = _halo(x, ah, 4)                                # (B, H, d, d, nTh, Lh, Wp, X)
-    x = _halo(x, aw, 6)                                # (B, H, d, d, nTh, Lh, nTw, Lw, X)
-    x = x.permute(0, 1, 2, 3, 4, 6, 5, 7, 8)
+    x = x.reshape(B, H, d, d, ah.nT + ah.m, ah.T, aw.nT + aw.m, aw.T, X).permute(0, 1, 2, 3, 4, 6, 5, 7, 8)
+    rows = []
+    for jh in range(ah.m + 1):                         # tile t + jh gives halo rows [jh T, jh T + rh)
+        rh = min(ah.T, ah.L - jh * ah.T)
+        cols = [x[:, :, :, :, jh:jh + ah.nT, jw:jw + aw.nT, :rh, :min(aw.T, aw.L - jw * aw.T)]
+                for jw in range(aw.m + 1)]
+        rows.append(ops.concat(cols, axis=7))          # (B, H, d, d, nTh, nTw, rh, Lw, X)
+    x = ops.concat(rows, axis=6)                       # (B, H, d, d, nTh, nTw, Lh, Lw, X)
     return x.reshape(B, H, d, d, ah.nT, aw.nT, ah.L * aw.L, X)
 
 
@@ -249,13 +256,12 @@ def neighborhood_attention_2d(q, k, v, kernel_size, dilation=1, rpb=None, scale=
     return out[:, :, :h, :w]
 
 
-def neighborhood_attention_2d_reference(q, k, v, kernel_size, dilation=1, rpb=None, scale=None):
-    """Dense attention over the hw tokens with neighborhood_mask_2d (and neighborhood_bias_2d): the definition."""
+def neighborhood_attention_2d_reference(q, k, v, kernel_size, dilation=1, rpb=None, scale=None, return_weights=False):
+    """Dense attention over the hw tokens with neighborhood_mask_2d (and neighborhood_bias_2d): the definition.
+    return_weights: also the weights (B, H, hw, hw) (small images: they are dense), e.g. for attention maps."""
     q, k, v = as_tensor(q), as_tensor(k), as_tensor(v)
     B, H, h, w, E = _check_qkv_2d(q, k, v, "neighborhood_attention_2d")
     mask = neighborhood_mask_2d(h, w, kernel_size, dilation)
     if rpb is not None:
         mask = ops.where(mask, neighborhood_bias_2d(rpb, h, w, kernel_size, dilation), -np.inf)
-    out = scaled_dot_product_attention(q.reshape(B, H, h * w, E), k.reshape(B, H, h * w, E),
-                                       v.reshape(B, H, h * w, v.shape[-1]), attn_mask=mask, scale=scale)
-    return out.reshape(B, H, h, w, v.shape[-1])
+    return _dense(q, k, v, mask, scale, return_weights)

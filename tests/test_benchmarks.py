@@ -11,10 +11,10 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for `benchmarks`
 
 from benchmarks import bench_chain, bench_mha, bench_mlp, bench_mlp_tiny, long_attention  # noqa: E402
-from benchmarks import bench_seq2seq, bench_transformer  # noqa: E402
+from benchmarks import bench_local2d, bench_seq2seq, bench_transformer  # noqa: E402
 
 CASES = [(m, name) for m in (bench_mha, bench_mlp, bench_mlp_tiny, bench_chain, long_attention, bench_seq2seq,
-                             bench_transformer) for name in m.IMPL_NAMES]
+                             bench_transformer, bench_local2d) for name in m.IMPL_NAMES]
 
 
 @pytest.mark.parametrize("module,impl", CASES, ids=[f"{m.__name__.split('.')[-1]}-{n}" for m, n in CASES])
@@ -88,4 +88,16 @@ def test_long_attention_peak_memory_row():
     row = long_attention.peak_memory("window", 512, w=16, E=8)
     assert row["peak_mb"] is not None and row["peak_mb"] >= 0 and row["seconds"] > 0, row
     big = long_attention.peak_memory("dense", 1 << 20)
+    assert big["peak_mb"] is None and "not run" in big["note"]
+
+
+def test_local2d_floors_equal_dense_and_scaling_rows():
+    """bench_local2d's floors equal dense attention with the mask; a scaling row comes from a fresh process, and
+    global attention past the budget is refused before allocating."""
+    status = bench_local2d.check()
+    assert status["window floor = dense with the mask"] is None
+    assert status["neighbourhood floor = dense with the mask"] is None
+    row = bench_local2d.peak_memory("neighbourhood", 32, E=8)
+    assert row["peak_mb"] is not None and row["peak_mb"] >= 0 and row["seconds"] > 0, row
+    big = bench_local2d.peak_memory("global", 256)
     assert big["peak_mb"] is None and "not run" in big["note"]

@@ -119,13 +119,31 @@ def test_local_kernels_gradgradcheck(case):
 
 
 def test_an_op_without_a_rule_under_create_graph_names_itself():
-    """conv2d is a minigrad.Function (an array backward): create_graph through it raises, naming it."""
+    """A minigrad.Function with only an array backward: create_graph through it raises, naming it."""
+    class _Cube(mg.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x ** 3
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return 3 * x * x * g
     x = mg.tensor(np.random.default_rng(9).standard_normal((1, 1, 4, 4)), requires_grad=True)
-    w = mg.tensor(np.random.default_rng(10).standard_normal((1, 1, 3, 3)))
-    out = attention.conv2d(x, w)
-    with pytest.raises(RuntimeError, match="op '_Conv2d' has no differentiable backward"):
+    out = _Cube.apply(x)
+    with pytest.raises(RuntimeError, match="op '_Cube' has no differentiable backward"):
         mg.autograd.grad(out.sum(), x, create_graph=True)
     assert mg.autograd.grad(out.sum(), x)[0].shape == x.shape  # the first order still works
+
+
+def test_conv2d_is_composed_so_create_graph_works():
+    """conv2d moved into the engine as a composite of ops: its second derivative comes with them."""
+    x = mg.tensor(np.random.default_rng(9).standard_normal((1, 1, 4, 4)), requires_grad=True)
+    w = mg.tensor(np.random.default_rng(10).standard_normal((1, 1, 3, 3)), requires_grad=True)
+    (gx,) = mg.autograd.grad((attention.conv2d(x, w) ** 2).sum(), x, create_graph=True)
+    (gw,) = mg.autograd.grad(gx.sum(), w)
+    assert gw.shape == w.shape and np.isfinite(gw.data).all()
 
 
 @pytest.mark.parametrize("path", ["dense", "efficient"])

@@ -43,7 +43,7 @@ LAYERS = [
                            "attention.cache", "attention.local2d"]),
     ("attention scores", ["attention.scores", "attention.double_backward", "attention.luong", "attention.hard"]),
     ("attention layers", ["attention.multihead"]),
-    ("attention models", ["attention.transformer", "attention.seq2seq", "attention.glimpse.*",
+    ("attention models", ["attention.transformer", "attention.seq2seq", "attention.vision", "attention.glimpse.*",
                           "attention.glimpse"]),
     ("attention training", ["attention.reinforce"]),
     ("attention data", ["attention.tasks.*", "attention.tasks"]),

@@ -2,6 +2,7 @@
 
     module.py      Module, Parameter, ModuleList, Sequential, ModuleDict
     layers.py      Linear, Embedding, LayerNorm, Dropout, ReLU, Tanh, Sigmoid, GELU, Softmax
+    conv.py        conv2d, max_pool2d, avg_pool2d (also in functional) and Conv2d, MaxPool2d, AvgPool2d
     rnn.py         GRUCell, LSTMCell, GRU, LSTM
     loss.py        CrossEntropyLoss, MSELoss, ... (the modules; the functions are in functional.py)
     init.py        the in-place initialisers, as torch.nn.init (also here by name: nn.xavier_uniform_)
@@ -11,6 +12,7 @@ Each file names what it exports in `__all__`.
 """
 from ..tools.serialization import load, save  # noqa: F401  (nn.save / nn.load, beside minigrad.save / load)
 from . import functional, init, utils  # noqa: F401
+from .conv import AvgPool2d, Conv2d, MaxPool2d  # noqa: F401
 from .init import *  # noqa: F401,F403
 from .layers import *  # noqa: F401,F403
 from .loss import *  # noqa: F401,F403

@@ -10,6 +10,7 @@ from ..ops import (gelu, layer_norm, linear, log_softmax, relu, sigmoid, softmax
 from ..random import get_rng
 from ..ops import as_tensor
 from ..tensor import Tensor, make_node
+from .conv import avg_pool2d, conv2d, max_pool2d  # noqa: F401  (F.conv2d, F.max_pool2d, F.avg_pool2d)
 
 
 def leaky_relu(x, negative_slope=0.01):

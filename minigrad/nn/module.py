@@ -228,7 +228,8 @@ class Module:
         state = {k: (v.data if isinstance(v, Tensor) else np.asarray(v)) for k, v in state.items()}
         for k, v in state.items():  # check every shape first, so a failed load changes nothing
             if k in own and v.shape != own[k].shape:
-                raise ValueError(f"load_state_dict: '{k}' has shape {own[k].shape} here but {v.shape} in the state dict")
+                raise ValueError(f"load_state_dict: '{k}' has shape {own[k].shape} here but {v.shape} in the state dict"
+                                 f"{self._load_hint(k, v.shape)}")
             if k in bufs and v.shape != np.shape(data_of(getattr(*bufs[k]))):
                 raise ValueError(f"load_state_dict: buffer '{k}' has shape {np.shape(data_of(getattr(*bufs[k])))} "
                                  f"here but {v.shape}")
@@ -241,6 +242,15 @@ class Module:
                 new = v.astype(np.asarray(data_of(old)).dtype, copy=True)
                 object.__setattr__(m, attr, Tensor(new) if isinstance(old, Tensor) else new)  # keep its type
         return self
+
+    def _load_hint(self, key, shape):
+        """What the module owning `key` says about a state-dict entry of the wrong shape: its method
+        `load_hint(name, shape)` may name the argument that differs (a window size, say); '' if it has none."""
+        prefix, _, name = key.rpartition(".")
+        owner = dict(self.named_modules(remove_duplicate=False)).get(prefix)
+        hint = getattr(owner, "load_hint", None)
+        text = hint(name, shape) if hint is not None else None
+        return f" ({text})" if text else ""
 
     def extra_repr(self):
         """The text inside this module's repr parentheses (a subclass puts its sizes here)."""
