@@ -1,7 +1,8 @@
-"""The image models E15 (grid_reach.py) and E16 (vision.py) share: a pre-LN block whose self-attention over a
-token grid is global, windowed (Swin's W-MSA and, shifted, SW-MSA) or a clamped neighbourhood (NATTEN's), the
-patch embedding, and E16's classifiers (a small conv net, a ViT with a cls token or mean pooling, a Swin-lite
-with patch merging, a neighbourhood-attention net).
+"""The image models of E15 (grid_reach.py) and E16 (vision.py). E15: a pre-LN block whose self-attention over a
+token grid is global, windowed (Swin's W-MSA and, shifted, SW-MSA) or a clamped neighbourhood (NATTEN's), one
+pattern switch for all four. E16's classifiers, built from the library's modules (attention.VisionTransformer,
+SwinBlock, PatchMerging, NeighborhoodAttention2d, PatchEmbedding; nn.Conv2d): a small conv net, a ViT with a cls
+token or mean pooling, a Swin-lite with patch merging, a neighbourhood-attention net.
 
 The layers run the kernels (attention.window_attention_2d, attention.neighborhood_attention_2d: O(h*w*window)
 memory); the boolean (h*w, h*w) mask that defines each pattern (`pattern_mask`) gives the figures one query's
@@ -11,9 +12,10 @@ import numpy as np
 
 import minigrad as mg
 from minigrad import Tensor, nn, ops
-from attention import (neighborhood_attention_2d, neighborhood_mask_2d, scaled_dot_product_attention,
+from minigrad.nn import functional as F
+from attention import (Mlp, NeighborhoodAttention2d, PatchEmbedding, PatchMerging, SwinBlock, VisionTransformer,
+                       neighborhood_attention_2d, neighborhood_mask_2d, scaled_dot_product_attention,
                        window_attention_2d, window_mask_2d)
-from attention.glimpse.conv import Conv2d
 
 PATTERNS = ("global", "window", "neighborhood")
 
@@ -106,118 +108,78 @@ class PatchEmbed(nn.Module):
         return self.proj(Tensor(patches(images, self.patch))) + self.pos
 
 
-# ---------------------------------------------------------------- E16's classifiers
+# ---------------------------------------------------------------- E16's classifiers (the library's modules)
 
-def max_pool2(x):
-    """2x2 max pooling of (B, C, H, W), H and W even."""
-    B, C, H, W = x.shape
-    return x.reshape(B, C, H // 2, 2, W // 2, 2).max(axis=(3, 5))
+def _nchw(images):
+    """(B, H, W) grey images -> a (B, 1, H, W) float32 array."""
+    return np.asarray(images, np.float32)[:, None]
 
 
 class ConvNet(nn.Module):
-    """The conv baseline. 8x8 images (the recipe): conv3x3(1-16) ReLU conv3x3(16-32) ReLU maxpool2 FC(512-64) ReLU
-    FC(64-C). Larger canvases: conv3x3 stride 2 (1-16) ReLU, then conv3x3 + ReLU + maxpool2 stages (32, 64
-    channels), a global max pool (translation invariant: the object can be anywhere), FC(64-64) ReLU FC(64-C)."""
+    """The conv baseline (nn.Conv2d, F.max_pool2d). 8x8 images (the recipe): conv3x3(1-16) ReLU conv3x3(16-32)
+    ReLU maxpool2 FC(512-64) ReLU FC(64-C). Larger canvases: conv3x3 stride 2 (1-16) ReLU, then conv3x3 + ReLU +
+    maxpool2 stages (32, 64 channels), a global max pool (translation invariant: the object can be anywhere),
+    FC(64-64) ReLU FC(64-C)."""
 
     def __init__(self, side, num_classes):
         super().__init__()
         self.small = side <= 8
         chans = [1, 16, 32] if self.small else [1, 16, 32, 64]
-        self.convs = nn.ModuleList([Conv2d(a, b, 3, stride=1 if self.small or i else 2, padding=1)
+        self.convs = nn.ModuleList([nn.Conv2d(a, b, 3, stride=1 if self.small or i else 2, padding=1)
                                     for i, (a, b) in enumerate(zip(chans[:-1], chans[1:]))])
         flat = 32 * (side // 2) ** 2 if self.small else 64
         self.fc1, self.fc2 = nn.Linear(flat, 64), nn.Linear(64, num_classes)
 
     def forward(self, images):
-        x = Tensor(np.asarray(images, np.float32)[:, None])                      # (B, 1, H, W)
+        x = Tensor(_nchw(images))
         for i, conv in enumerate(self.convs):
             x = ops.relu(conv(x))
             if not self.small and i:
-                x = max_pool2(x)
+                x = F.max_pool2d(x, 2)
         if self.small:
-            x = max_pool2(x).reshape(x.shape[0], -1)
+            x = F.max_pool2d(x, 2).reshape(x.shape[0], -1)
         else:
             x = x.reshape(x.shape[0], x.shape[1], -1).max(axis=-1)              # global max pool (B, 64)
         return self.fc2(ops.relu(self.fc1(x)))
 
 
 class ViT(nn.Module):
-    """A tiny ViT: patch embedding + positions, global pre-LN blocks, a final LN, then a cls token's output
-    (`pool="cls"`: a learned token prepended, attending and attended like the rest) or the mean of the grid."""
+    """attention.VisionTransformer (d 48, 3 heads, 4 blocks, MLP 2x) on grey images (B, H, W)."""
 
-    def __init__(self, side, patch, num_classes, dim=48, heads=3, depth=4, pool="cls", pattern="global", window=None):
+    def __init__(self, side, patch, num_classes, dim=48, heads=3, depth=4, pool="cls"):
         super().__init__()
-        if pool not in ("cls", "mean"):
-            raise ValueError(f"ViT: pool must be 'cls' or 'mean', got {pool!r}")
-        self.pool = pool
-        self.embed = PatchEmbed(side, patch, dim)
-        g = self.embed.side
-        self.grid = (g, g)
-        if pool == "cls":  # the cls token is one more token: blocks run on a (B, 1, T + 1, C) "grid"
-            self.cls = nn.normal_(nn.parameter(1, 1, 1, dim), std=0.02)
-            grid = (1, g * g + 1)
-        else:
-            grid = self.grid
-        self.blocks = nn.ModuleList([Block(dim, heads, grid, pattern, window) for _ in range(depth)])
-        self.norm, self.head = nn.LayerNorm(dim), nn.Linear(dim, num_classes)
-
-    def tokens(self, images):
-        x = self.embed(images)                                                    # (B, g, g, C)
-        if self.pool == "cls":
-            B, g, _, C = x.shape
-            x = ops.cat([self.cls.expand(B, 1, 1, C), x.reshape(B, 1, g * g, C)], axis=2)  # (B, 1, 1 + T, C)
-        return x
+        self.vit = VisionTransformer(side, patch, 1, num_classes, dim=dim, depth=depth, num_heads=heads,
+                                     mlp_ratio=2.0, pool=pool)
+        g = side // patch
+        self.grid, self.pool = (g, g), pool
 
     def forward(self, images):
-        x = self.tokens(images)
-        for block in self.blocks:
-            x = block(x)
-        x = self.norm(x)
-        B, C = x.shape[0], x.shape[-1]
-        pooled = x[:, 0, 0] if self.pool == "cls" else x.reshape(B, -1, C).mean(axis=1)
-        return self.head(pooled)
+        return self.vit(_nchw(images))
 
     def attention_maps(self, images):
-        """[(B, H, T, T) weights of each block] for the figures; with a cls token, its row is query 0."""
-        maps, x = [], self.tokens(images)
+        """[(B, H, T, T) weights of each block]; with a cls token, its row is query 0."""
         with mg.no_grad():
-            for block in self.blocks:
-                maps.append(block.attn.weights(block.norm1(x)))
-                x = block(x)
-        return maps
-
-
-class PatchMerge(nn.Module):
-    """Swin's patch merging: each 2x2 group of tokens concatenated (4C), LayerNorm, Linear(4C, 2C)."""
-
-    def __init__(self, dim):
-        super().__init__()
-        self.norm, self.reduction = nn.LayerNorm(4 * dim), nn.Linear(4 * dim, 2 * dim, bias=False)
-
-    def forward(self, x):
-        B, h, w, C = x.shape
-        x = x.reshape(B, h // 2, 2, w // 2, 2, C).permute(0, 1, 3, 4, 2, 5).reshape(B, h // 2, w // 2, 4 * C)
-        return self.reduction(self.norm(x))
+            return [w.data for w in self.vit.forward_features(_nchw(images), need_weights=True)[1]]
 
 
 class SwinLite(nn.Module):
-    """Stage 1: a window block and a shifted-window block (window M, shift M//2) at dim; patch merging; stage 2:
-    two blocks (W, SW) at 2*dim (with a window as large as the merged grid, these are global); LN, mean pool."""
+    """Stage 1: attention.SwinBlock with window M, then shifted by M // 2 (d 48, 3 heads); attention.PatchMerging
+    (d 96); stage 2: two SwinBlocks (6 heads) whose window covers the merged grid (global, so unshifted, as Swin
+    does when the window is the whole resolution); LN, mean pool. Relative position biases, no absolute positions
+    (Swin's default)."""
 
     def __init__(self, side, patch, num_classes, dim=48, heads=3, window=2):
         super().__init__()
-        self.embed = PatchEmbed(side, patch, dim)
-        g = self.embed.side
+        self.embed = PatchEmbedding(side, patch, 1, dim, flatten=False)
+        g = side // patch
         self.grid = (g, g)
-        w2 = min(window, g // 2)
-        self.stage1 = nn.ModuleList([Block(dim, heads, (g, g), "window", window, s) for s in (0, window // 2)])
-        self.merge = PatchMerge(dim)
-        self.stage2 = nn.ModuleList([Block(2 * dim, 2 * heads, (g // 2, g // 2), "window", w2, s)
-                                     for s in (0, w2 // 2 if w2 < g // 2 else 0)])
+        self.stage1 = nn.ModuleList([SwinBlock(dim, heads, window, s, mlp_ratio=2.0) for s in (0, window // 2)])
+        self.merge = PatchMerging(dim)
+        self.stage2 = nn.ModuleList([SwinBlock(2 * dim, 2 * heads, g // 2, 0, mlp_ratio=2.0) for _ in range(2)])
         self.norm, self.head = nn.LayerNorm(2 * dim), nn.Linear(2 * dim, num_classes)
 
     def forward(self, images):
-        x = self.embed(images)
+        x = self.embed(_nchw(images))                                             # (B, g, g, C)
         for block in self.stage1:
             x = block(x)
         x = self.merge(x)
@@ -227,18 +189,60 @@ class SwinLite(nn.Module):
         return self.head(self.norm(x).reshape(B, -1, C).mean(axis=1))
 
     def attention_maps(self, images):
-        maps, x = [], self.embed(images)
+        """[(B, H, T, T)] of the two stage-1 blocks (the window and the shifted window)."""
+        maps, x = [], self.embed(_nchw(images))
         with mg.no_grad():
             for block in self.stage1:
-                maps.append(block.attn.weights(block.norm1(x)))
+                maps.append(block.attention_weights(x).data)
+                x = block(x)
+        return maps
+
+
+class NABlock(nn.Module):
+    """Pre-LN: x + NeighborhoodAttention2d(LN x), then x + MLP(LN x), on (B, h, w, C)."""
+
+    def __init__(self, dim, heads, kernel, mlp_ratio=2):
+        super().__init__()
+        self.norm1, self.norm2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
+        self.attn = NeighborhoodAttention2d(dim, kernel, heads)
+        self.mlp = Mlp(dim, mlp_ratio * dim)
+
+    def forward(self, x):
+        x = x + self.attn(self.norm1(x))
+        return x + self.mlp(self.norm2(x))
+
+
+class NANet(nn.Module):
+    """The neighbourhood-attention net: patch embedding, learned positions, `depth` NABlocks (clamped
+    kernel x kernel neighbourhoods with relative position biases), LN, mean pool, linear head."""
+
+    def __init__(self, side, patch, num_classes, dim=48, heads=3, depth=4, kernel=3):
+        super().__init__()
+        self.embed = PatchEmbedding(side, patch, 1, dim, flatten=False)
+        g = side // patch
+        self.grid = (g, g)
+        self.pos = nn.normal_(nn.parameter(g, g, dim), std=0.02)
+        self.blocks = nn.ModuleList([NABlock(dim, heads, kernel) for _ in range(depth)])
+        self.norm, self.head = nn.LayerNorm(dim), nn.Linear(dim, num_classes)
+
+    def forward(self, images):
+        x = self.embed(_nchw(images)) + self.pos
+        for block in self.blocks:
+            x = block(x)
+        B, C = x.shape[0], x.shape[-1]
+        return self.head(self.norm(x).reshape(B, -1, C).mean(axis=1))
+
+    def attention_maps(self, images):
+        maps, x = [], self.embed(_nchw(images)) + self.pos
+        with mg.no_grad():
+            for block in self.blocks:
+                maps.append(block.attn.attention_weights(block.norm1(x)).data)
                 x = block(x)
         return maps
 
 
 def na_net(side, patch, num_classes, dim=48, heads=3, depth=4, kernel=3):
-    """The neighbourhood-attention net: the ViT with mean pooling, each block a clamped kernel x kernel
-    neighbourhood."""
-    return ViT(side, patch, num_classes, dim, heads, depth, pool="mean", pattern="neighborhood", window=kernel)
+    return NANet(side, patch, num_classes, dim, heads, depth, kernel)
 
 
 def count_parameters(model):
