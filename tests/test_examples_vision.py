@@ -79,8 +79,8 @@ def test_vision_tiny_run_on_canvases(tmp_path):
 
 def test_vision_quick_runs_on_plain_glyphs(tmp_path):
     m = run_ok("vision", str(tmp_path / "q"), "--quick", "--steps", "2", "--models", "conv", "vit_cls",
-               "--highres", "skip")
-    assert m["seeds"] == 1 and "2000 built-in glyphs (8x8), classified plain" in m["data"]
+               "--highres", "skip", "--test-size", "50")
+    assert m["seeds"] == 1 and "glyphs classified plain (10000 for training, 50 held out)" in m["data"]
 
 
 def test_vision_plain_objects_split_and_bad_input(tmp_path):
