@@ -320,6 +320,9 @@ def main():
         report.figure(highres.figure(hr), "highres.png", "time and peak memory of one attention layer as the token "
                       "grid grows: global attention's memory grows as (h*w)^2 and stops where it no longer fits, "
                       "window and neighbourhood attention's as h*w")
+        slopes = {p: highres.slope(hr, p) for p in highres.PATTERNS}
+        report.text("Fitted exponent b of peak memory ~ (h*w)^b over the measured sides: " + ", ".join(
+            f"{p} {b:.2f}" for p, b in slopes.items() if b is not None) + " (1: linear in the pixels, 2: quadratic).")
     attn = [r for r in rows if r["model"] != "conv"]
     if attn:
         worst = min(attn, key=lambda r: (r["meets_targets"], r["accuracy_mean"]))
@@ -333,7 +336,9 @@ def main():
                "models": {r["model"]: {k: v for k, v in r.items() if k != "model"} | {
                    "accuracies": [x["accuracy"] for x in runs[r["model"]]],
                    "cpu_seconds": [x["cpu_seconds"] for x in runs[r["model"]]]} for r in rows},
-               "high_resolution": hr}
+               "high_resolution": hr,
+               "high_resolution_memory_exponent": None if hr is None else {p: highres.slope(hr, p)
+                                                                            for p in highres.PATTERNS}}
     return report.save(metrics)
 
 
