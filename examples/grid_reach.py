@@ -178,8 +178,10 @@ def add_flags(p):
 
 def main():
     args = parse_args("E15: reach on a grid: a readout token in the corner, a glyph at a controlled distance; "
-                      "global, window, shifted-window and neighbourhood attention at several depths", "grid_reach",
-                      extra=add_flags)
+                      "global, window, shifted-window and neighbourhood attention at several depths. Over the "
+                      "5-minute budget: the default run costs 267 CPU-s and 3056 s of wall time on a 2-core machine "
+                      "shared with other jobs (timed on 2026-12-04 at a load of 9 to 15, docs/examples/README.md); "
+                      "--quick takes about 45 CPU-s.", "grid_reach", extra=add_flags)
     report = Report(args, "grid_reach", claim="a corner token sees only as far as its attention pattern reaches: "
                     "everything with global attention, its own window with unshifted windows at any depth, the "
                     "whole grid once shifted windows are deep enough, and about one token per layer with a 3x3 "
@@ -248,8 +250,8 @@ def verdict(rows, chance, quick):
         ok &= met
         lines.append(f"{pattern}: every reachable distance >= {target_in} and every unreachable one <= chance + 0.1: "
                      f"{'met' if met else 'NOT met'} (worst reachable " + ", ".join(
-                         f"{r['depth']}L {r['min_inside']:.3f}" for r in rs) + "; best unreachable " + ", ".join(
-                         f"{r['depth']}L {r['max_outside']:.3f}" for r in rs if r["max_outside"] is not None) + ")")
+                         f"{r['depth']}L {r['min_inside']:.3f}" for r in rs) + "; best unreachable " + (", ".join(
+                         f"{r['depth']}L {r['max_outside']:.3f}" for r in rs if r["max_outside"] is not None) or "none") + ")")
     return {"lines": lines, "ok": bool(ok), "worst_inside": worst_inside, "best_outside": best_outside,
             "target": f">= {target_in} where reachable, <= chance + 0.1 elsewhere"}
 
