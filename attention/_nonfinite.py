@@ -7,6 +7,9 @@ from contextlib import nullcontext
 
 import numpy as np
 
+# no API: the rule the kernels share (functional.py, local.py and efficient.py import it by name)
+__all__ = ()
+
 # A product over keys (p @ v, ds @ k) or over queries (p^T @ g, ds^T @ q) meets 0 * inf = NaN wherever a
 # masked pair (weight exactly 0) hits a non-finite key, value, query or incoming gradient row; so does a
 # softmax row whose allowed scores hold a NaN (its max is NaN). The rule kept here: a term (query i, key j)

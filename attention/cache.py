@@ -5,10 +5,15 @@ import numpy as np
 
 from minigrad import Tensor, is_grad_enabled, ops
 
+from .masks import check_int
+
+__all__ = ("KVCache",)
+
 # One KVCache serves a whole model: every MultiHeadAttention that is handed it keeps its own entry, keyed by
 # the module, so the same object goes through a decoder stack (TransformerDecoder(..., cache=cache)) as HF's
 # DynamicCache does. A self-attention entry grows by the new positions at every call; a cross-attention entry
-# (keys from the encoder's memory) is filled on the first call and read after that.
+# (keys from the encoder's memory) is filled on the first call and read after that; a memory of another batch or
+# length is then an error (MultiHeadAttention._cached_kv), never attended with the old keys.
 #
 # Entries are (B, H_kv, T, D): with grouped-query attention the cache holds only the K/V heads, which is the
 # memory it saves (nbytes, bytes_per_token). Under no_grad (decoding) the keys live in NumPy buffers that grow
@@ -34,10 +39,7 @@ class KVCache:
     """
 
     def __init__(self, max_len=None):
-        if max_len is not None and (isinstance(max_len, bool) or not isinstance(max_len, (int, np.integer))
-                                    or max_len < 1):
-            raise ValueError(f"KVCache: max_len must be a positive integer or None, got {max_len!r}")
-        self.max_len = None if max_len is None else int(max_len)
+        self.max_len = None if max_len is None else check_int("max_len", max_len, 1, "KVCache")
         self.reset()
 
     def reset(self):
@@ -69,6 +71,11 @@ class KVCache:
         if self.max_len is not None and start + T > self.max_len:
             raise ValueError(f"{who}: positions [{start}, {start + T}) go beyond the cache's max_len={self.max_len}")
         return start
+
+    def held(self, module):
+        """Positions module's self-attention entry holds: the position of its next key (0 before its first)."""
+        e = self._entries.get(id(module))
+        return 0 if e is None else e.n
 
     def update(self, module, k, v):
         """Append k, v (B, H_kv, T, D) to module's entry -> all its keys and values (B, H_kv, past + T, D)."""

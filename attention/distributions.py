@@ -9,6 +9,8 @@ import numpy as np
 from minigrad import Tensor, get_default_dtype, ops
 from minigrad.random import get_rng
 
+__all__ = ("Categorical", "Normal")
+
 #     d = Categorical(logits=scores)        # scores (..., K): one distribution per leading index
 #     a = d.sample()                        # (...,) int64, a CONSTANT: no graph, no gradient
 #     d.log_prob(a), d.entropy()            # (...,) differentiable in the logits

@@ -1,16 +1,17 @@
 """Exact attention in O(L * chunk) memory: the chunked online softmax of Rabe & Staats 2021 ("Self-attention
 does not need O(n^2) memory") and FlashAttention's backward (Dao et al. 2022), in NumPy.
 """
-import math
-
 import numpy as np
 
 from minigrad import Tensor, make_node
 from minigrad.ops import as_tensor
 
 from ._nonfinite import any_nonfinite, masked_matmul, quiet
-from .functional import check_qkv
-from .masks import prepare_masks
+from .functional import check_qkv, default_scale
+from .masks import check_int, prepare_masks
+
+# the API; attend_chunked, the node on checked arguments, is shared with multihead.py, not API
+__all__ = ("memory_efficient_attention",)
 
 # Forward: the keys are read chunk by chunk; each query row keeps a running max m, a running sum l of
 # exp(s - m) and a running output acc, rescaled by exp(m_old - m_new) when the max grows. Only the output and
@@ -57,8 +58,21 @@ class _Chunks:
             yield r0, c0, c1, s, a
 
 
-def _forward(ch, v, dirty):
+def _forward(ch, v):
     """-> (out (..., L, Ev), lse (..., L, 1)); lse = +inf on a row with nothing to attend."""
+    return _forward_loop(ch, v, lambda p, a: p, lambda p, vc, a: p @ vc)
+
+
+def _forward_masked(ch, v):
+    """The non-finite twin of _forward (a mask is in use and q, k or v holds a NaN or inf): masked weights are
+    exactly 0 and the product with v skips them, so a NaN or inf reaches only the queries allowed to see it."""
+    zero = np.zeros((), ch.qs.dtype)
+    return _forward_loop(ch, v, lambda p, a: np.where(a, p, zero),
+                         lambda p, vc, a: masked_matmul(p, vc, np.broadcast_to(a, p.shape)))
+
+
+def _forward_loop(ch, v, select, product):
+    """The online softmax over the key chunks; select(p, a) and product(p, v_chunk, a) are the path's own."""
     qs = ch.qs
     dt = qs.dtype
     rows = qs.shape[:-1] + (1,)
@@ -71,13 +85,9 @@ def _forward(ch, v, dirty):
         m_new = np.maximum(m_old, s.max(axis=-1, keepdims=True))
         safe = np.where(np.isneginf(m_new), zero, m_new)    # nothing seen yet: exp(-inf - 0) = 0
         alpha = np.exp(m_old - safe)                        # rescale what was summed under the old max
-        p = np.exp(s - safe)
-        if dirty:
-            p = np.where(a, p, zero)
+        p = select(np.exp(s - safe), a)
         ssum[..., r0:, :] = ssum[..., r0:, :] * alpha + p.sum(axis=-1, keepdims=True)
-        vc = v[..., c0:c1, :]
-        pv = masked_matmul(p, vc, np.broadcast_to(a, p.shape)) if dirty else p @ vc
-        acc[..., r0:, :] = acc[..., r0:, :] * alpha + pv
+        acc[..., r0:, :] = acc[..., r0:, :] * alpha + product(p, v[..., c0:c1, :], a)
         mx[..., r0:, :] = m_new
     empty = ssum == 0
     out = acc / np.where(empty, np.ones((), dt), ssum)      # an empty row: 0 / 1 = 0
@@ -86,45 +96,65 @@ def _forward(ch, v, dirty):
     return out, lse
 
 
-def _backward(g, ch, v, out, lse, scale, need, bias_shape, dirty):
+def _grads(batch, ch, v, need, bias_shape):
+    """Zeroed (dq, dk, dv, dbias) for the flags in need (None elsewhere), summed into chunk by chunk."""
+    qs, k = ch.qs, ch.k
+    return (np.zeros(batch + qs.shape[-2:], qs.dtype) if need[0] else None,
+            np.zeros(batch + k.shape[-2:], qs.dtype) if need[1] else None,
+            np.zeros(batch + v.shape[-2:], qs.dtype) if need[2] else None,
+            np.zeros(bias_shape, qs.dtype) if need[3] else None)
+
+
+def _backward(g, ch, v, out, lse, scale, need, bias_shape):
     """-> (dq, dk, dv, dbias) by recomputing each chunk's weights from lse."""
+    qs, k = ch.qs, ch.k
+    T = lambda x: np.swapaxes(x, -1, -2)  # noqa: E731
+    dsum = np.sum(g * out, axis=-1, keepdims=True)           # (..., L, 1): sum_j p_ij dp_ij
+    batch = np.broadcast_shapes(qs.shape[:-2], k.shape[:-2], v.shape[:-2])
+    dq, dk, dv, db = _grads(batch, ch, v, need, bias_shape)
+    for r0, c0, c1, s, a in ch:
+        p = np.exp(s - lse[..., r0:, :])                     # the forward's weights of this chunk
+        gr = g[..., r0:, :]
+        if need[2]:                                          # out = p v
+            dv[..., c0:c1, :] += T(p) @ gr
+        ds = (gr @ T(v[..., c0:c1, :]) - dsum[..., r0:, :]) * p  # d softmax: p * (dp - sum_j p dp)
+        if need[0]:                                          # s = (q scale) k^T
+            dq[..., r0:, :] += (ds @ k[..., c0:c1, :]) * scale
+        if need[1]:
+            dk[..., c0:c1, :] += T(ds) @ qs[..., r0:, :]
+        if need[3]:
+            db[..., r0:, c0:c1] = ds
+    return dq, dk, dv, db
+
+
+def _backward_masked(g, ch, v, out, lse, scale, need, bias_shape):
+    """The non-finite twin of _backward: masked pairs (and the queries whose incoming gradient is all 0, even
+    with a NaN row: a padding position the loss ignores) add exactly nothing, and the products skip them."""
     qs, k = ch.qs, ch.k
     zero = np.zeros((), qs.dtype)
     T = lambda x: np.swapaxes(x, -1, -2)  # noqa: E731
-    dsum = np.sum(g * out, axis=-1, keepdims=True)           # (..., L, 1): sum_j p_ij dp_ij
-    live = None
-    if dirty:  # as the dense kernel: a query whose incoming gradient is all 0 contributes nothing, NaN row or not
-        live = g.any(axis=-1, keepdims=True)                 # (..., L, 1)
-        if live.all():
-            live = None
-        else:
-            dsum = np.where(live, dsum, zero)
+    dsum = np.sum(g * out, axis=-1, keepdims=True)
+    live = g.any(axis=-1, keepdims=True)                     # (..., L, 1)
+    if live.all():
+        live = None
+    else:
+        dsum = np.where(live, dsum, zero)
     batch = np.broadcast_shapes(qs.shape[:-2], k.shape[:-2], v.shape[:-2])
-    dq = np.zeros(batch + qs.shape[-2:], qs.dtype) if need[0] else None
-    dk = np.zeros(batch + k.shape[-2:], qs.dtype) if need[1] else None
-    dv = np.zeros(batch + v.shape[-2:], qs.dtype) if need[2] else None
-    db = np.zeros(bias_shape, qs.dtype) if need[3] else None
+    dq, dk, dv, db = _grads(batch, ch, v, need, bias_shape)
     for r0, c0, c1, s, a in ch:
-        p = np.exp(s - lse[..., r0:, :])                     # the forward's weights of this chunk
+        p = np.exp(s - lse[..., r0:, :])
         A = None if a is None else np.broadcast_to(a, p.shape)
         if live is not None:
-            A = live[..., r0:, :] if A is None else A & live[..., r0:, :]
-            A = np.broadcast_to(A, p.shape)
-        if dirty:
-            p = np.where(A, p, zero)
+            A = np.broadcast_to(live[..., r0:, :] if A is None else A & live[..., r0:, :], p.shape)
+        p = np.where(A, p, zero)
         gr = g[..., r0:, :]
-        if need[2]:                                          # out = p v
-            dv[..., c0:c1, :] += masked_matmul(T(p), gr, T(A)) if dirty else T(p) @ gr
-        # d softmax: p * (dp - sum_j p dp)
-        ds = (gr @ T(v[..., c0:c1, :]) - dsum[..., r0:, :]) * p
-        if dirty:
-            ds = np.where(A, ds, zero)
-        if need[0]:                                          # s = (q scale) k^T
-            kc = k[..., c0:c1, :]
-            dq[..., r0:, :] += (masked_matmul(ds, kc, A) if dirty else ds @ kc) * scale
+        if need[2]:
+            dv[..., c0:c1, :] += masked_matmul(T(p), gr, T(A))
+        ds = np.where(A, (gr @ T(v[..., c0:c1, :]) - dsum[..., r0:, :]) * p, zero)
+        if need[0]:
+            dq[..., r0:, :] += masked_matmul(ds, k[..., c0:c1, :], A) * scale
         if need[1]:
-            qr = qs[..., r0:, :]
-            dk[..., c0:c1, :] += masked_matmul(T(ds), qr, T(A)) if dirty else T(ds) @ qr
+            dk[..., c0:c1, :] += masked_matmul(T(ds), qs[..., r0:, :], T(A))
         if need[3]:
             db[..., r0:, c0:c1] = ds
     return dq, dk, dv, db
@@ -140,25 +170,24 @@ def memory_efficient_attention(query, key, value, attn_mask=None, is_causal=Fals
     """
     fn = "memory_efficient_attention"
     q, k, v = as_tensor(query), as_tensor(key), as_tensor(value)
-    if isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1:
-        raise ValueError(f"{fn}: chunk_size must be an integer >= 1, got {chunk_size!r}")
-    shape = check_qkv(q, k, v)
+    chunk_size = check_int("chunk_size", chunk_size, 1, fn)
+    shape = check_qkv(q, k, v, fn)
     if is_causal and attn_mask is not None:
         raise ValueError(f"{fn}: give attn_mask or is_causal=True, not both "
                          f"(fold the causal rule into attn_mask with attention.causal_mask)")
     allowed, bias = (None, None) if is_causal else prepare_masks(attn_mask, False, shape, q.dtype)
-    return attend_chunked(q, k, v, allowed, bias, is_causal, scale, int(chunk_size))
+    return attend_chunked(q, k, v, allowed, bias, is_causal, scale, chunk_size)
 
 
 def attend_chunked(q, k, v, allowed, bias, is_causal, scale, chunk_size):
     """The node of memory_efficient_attention on checked arguments: an allowed bool array and/or a float bias
     Tensor, and/or the causal rule (MultiHeadAttention passes key padding and is_causal together)."""
-    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+    scale = default_scale(q.shape[-1]) if scale is None else float(scale)
     masked = allowed is not None or is_causal
-    dirty = masked and any_nonfinite(q.data, k.data, v.data)
+    dirty = masked and any_nonfinite(q.data, k.data, v.data)  # the path, chosen once: the non-finite twin or not
     ch = _Chunks(q.data * scale, k.data, allowed, None if bias is None else bias.data, is_causal, chunk_size)
     with quiet(dirty):
-        out, lse = _forward(ch, v.data, dirty)
+        out, lse = (_forward_masked if dirty else _forward)(ch, v.data)
     with_bias = isinstance(bias, Tensor) and bias.requires_grad
     parents = (q, k, v) + ((bias,) if with_bias else ())
     shape = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2]) + (q.shape[-2], k.shape[-2])
@@ -167,6 +196,6 @@ def attend_chunked(q, k, v, allowed, bias, is_causal, scale, chunk_size):
         d = dirty or (masked and any_nonfinite(g))
         need = (q.requires_grad, k.requires_grad, v.requires_grad, with_bias)
         with quiet(d):
-            dq, dk, dv, db = _backward(g, ch, v.data, out, lse, scale, need, shape, d)
+            dq, dk, dv, db = (_backward_masked if d else _backward)(g, ch, v.data, out, lse, scale, need, shape)
         return (dq, dk, dv) + ((db,) if with_bias else ())
     return make_node(out, parents, backward, "memory_efficient_attention")

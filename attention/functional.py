@@ -5,15 +5,16 @@ import math
 
 import numpy as np
 
-from minigrad import make_node, ops
-from minigrad.autograd import in_place_backward
-from minigrad.fast.blas import rowdot, rowmax, rowsum
-from minigrad.ops import as_tensor
-from minigrad.random import get_rng
+from minigrad import autograd, make_node, ops, random  # (random: minigrad's seeded generator, not the stdlib's)
+from minigrad.fast import blas
 
 from ._nonfinite import any_nonfinite, masked_matmul, quiet
 from .masks import (as_bool_mask, as_mask_array, causal_mask, check_broadcast, key_padding_to_attn_mask,  # noqa: F401
                     padding_mask_from_lengths, prepare_masks)
+
+# the API; shared with the other kernels and modules, not API: check_qkv, default_scale,
+# sdpa_forward, sdpa_backward, attend, attend_grouped, gqa_groups, group_heads, ungroup_heads
+__all__ = ("scaled_dot_product_attention", "masked_softmax", "reference_sdpa", "repeat_kv")
 
 # PyTorch's torch.nn.functional.scaled_dot_product_attention is the reference ("attn_weight = softmax(Q K^T *
 # scale + bias) V"), except that masked scores are *selected out* (np.where), never added: a row with nothing
@@ -29,144 +30,201 @@ def _as_2d_mask(allowed):
 
 
 def sdpa_forward(q, k, v, allowed, bias, scale, dropout_p, rng):
-    """softmax(q k^T * scale + bias, selected by allowed) [dropout] @ v on arrays; returns (out, p, cache)."""
-    dirty = False
+    """softmax(q k^T * scale + bias, selected by allowed) [dropout] @ v on arrays; returns (out, p, cache).
+    The path is chosen here, once: the clean kernel, or (under a mask, when q, k or v holds a NaN or inf, or a
+    row's max score is NaN or +inf) its non-finite twin, which keeps the rule of _nonfinite.py."""
     if allowed is not None:
         allowed = _as_2d_mask(allowed)
-        dirty = any_nonfinite(k, v, q)
-    with quiet(dirty):
-        return _forward_kernel(q, k, v, allowed, bias, scale, dropout_p, rng, dirty)
+    if allowed is None or not any_nonfinite(k, v, q):
+        res = _forward(q, k, v, allowed, bias, scale, dropout_p, rng)
+        if res is not None:
+            return res
+    with quiet(True):
+        return _forward_masked(q, k, v, allowed, bias, scale, dropout_p, rng)
 
 
-def _forward_kernel(q, k, v, allowed, bias, scale, dropout_p, rng, dirty):
+def _scores(q, k, allowed, bias, scale):
+    """(q * scale, the scores (q * scale) k^T + bias (..., L, S), masked ones -inf), on arrays."""
     qs = q * scale                                   # (..., L, E): cheaper than scaling (..., L, S)
     s = qs @ np.swapaxes(k, -1, -2)                  # (..., L, S) scores
     if bias is not None:
         s += bias                                    # bias broadcasts to s (checked)
+    if allowed is not None and s.shape[-1]:
+        s = np.where(allowed, s, np.array(-np.inf, s.dtype))  # select out: NaN/inf there cannot leak
+    return qs, s
+
+
+def _dropout(p, dropout_p, rng):
+    """(p with dropout applied, the kept-and-rescaled pattern or None)."""
+    if dropout_p == 0.0:
+        return p, None
+    keep = (rng.random(p.shape) >= dropout_p) * np.array(1.0 / (1.0 - dropout_p), p.dtype)  # (..., L, S)
+    return p * keep, keep
+
+
+def _forward(q, k, v, allowed, bias, scale, dropout_p, rng):
+    """The clean kernel: a stable softmax and plain matmuls. None if a row's max score under the mask is NaN or
+    +inf (an overflow): that is the non-finite twin's case."""
+    qs, s = _scores(q, k, allowed, bias, scale)
     if s.shape[-1] == 0:                             # no keys at all: every row attends nothing -> zeros
         m = np.zeros(s.shape[:-1] + (1,), s.dtype)
-    elif allowed is not None:
-        s = np.where(allowed, s, np.array(-np.inf, s.dtype))  # select out: NaN/inf there cannot leak
-        m = rowmax(s)
-        bad = ~np.isfinite(m)
-        if bad.any():
-            dirty = dirty or not (m[bad] == -np.inf).all()  # a NaN or +inf max: see the note above
-            if dirty:  # -inf may also be a row whose allowed scores are all -inf: that row is NaN, as in torch
-                bad &= ~np.broadcast_to(allowed, s.shape).any(axis=-1, keepdims=True)
-            m[bad] = 0                               # a fully masked row: exp(-inf - 0) = 0 everywhere
     else:
-        m = rowmax(s)
+        m = blas.rowmax(s)
+        if allowed is not None:
+            bad = ~np.isfinite(m)
+            if bad.any():
+                if not (m[bad] == -np.inf).all():
+                    return None
+                m[bad] = 0                           # a fully masked row: exp(-inf - 0) = 0 everywhere
     s -= m
     p = np.exp(s, out=s)                             # (..., L, S), reusing the scores' buffer
-    denom = rowsum(p)                                # a BLAS product with ones (see minigrad/fast/blas.py)
+    denom = blas.rowsum(p)                           # a BLAS product with ones (see minigrad/fast/blas.py)
     if allowed is not None or s.shape[-1] == 0:
         denom[denom == 0] = 1                        # fully masked row: p stays 0, output 0
-    if dirty:
-        with np.errstate(invalid="ignore"):          # inf / inf in a row with a +inf score
-            p /= denom
-        p = np.where(allowed, p, np.zeros((), p.dtype))  # a NaN row's masked weights are 0, not NaN
-    else:
-        p /= denom
-    keep = None
-    pd = p
-    if dropout_p > 0.0:
-        keep = (rng.random(p.shape) >= dropout_p) * np.array(1.0 / (1.0 - dropout_p), p.dtype)  # (..., L, S)
-        pd = p * keep
-    out = masked_matmul(pd, v, allowed) if dirty else pd @ v  # (..., L, Ev)
-    return out, p, (qs, k, v, p, pd, keep, out, allowed, dirty)
+    p /= denom
+    pd, keep = _dropout(p, dropout_p, rng)
+    out = pd @ v                                     # (..., L, Ev)
+    return out, p, (qs, k, v, p, pd, keep, out, allowed, False)
 
 
-def _backward_scores(ds, cache, scale, need, dirty, allowed):
-    """From ds = dL/d(scores before masking) (..., L, S): (dq, dk, dbias) for the flags in need."""
-    qs, k = cache[0], cache[1]
-    if dirty:                                                     # sums that skip masked pairs
-        dq = masked_matmul(ds, k, allowed) * scale if need[0] else None
-        dk = masked_matmul(np.swapaxes(ds, -1, -2), qs, np.swapaxes(allowed, -1, -2)) if need[1] else None
+def _forward_masked(q, k, v, allowed, bias, scale, dropout_p, rng):
+    """The non-finite twin of _forward (a mask is in use): the weights of masked pairs are exactly 0, even in a
+    NaN row, and the product with v skips them, so a NaN or inf reaches only the queries allowed to see it."""
+    qs, s = _scores(q, k, allowed, bias, scale)
+    if s.shape[-1] == 0:
+        m = np.zeros(s.shape[:-1] + (1,), s.dtype)
     else:
-        dq = (ds @ k) * scale if need[0] else None                # s = (q scale) k^T
-        dk = np.swapaxes(ds, -1, -2) @ qs if need[1] else None
-    return dq, dk, (ds if need[2] else None)
+        m = blas.rowmax(s)
+        # only a row with nothing allowed gets m = 0 (weights 0); a NaN or +inf max stays, and so does the -inf
+        # of a row whose allowed scores are all -inf: those rows are NaN, as in torch
+        m[~np.isfinite(m) & ~np.broadcast_to(allowed, s.shape).any(axis=-1, keepdims=True)] = 0
+    s -= m
+    p = np.exp(s, out=s)
+    denom = blas.rowsum(p)
+    denom[denom == 0] = 1
+    p /= denom                                       # inf / inf in a row with a +inf score: NaN
+    p = np.where(allowed, p, np.zeros((), p.dtype))  # a NaN row's masked weights are 0, not NaN
+    pd, keep = _dropout(p, dropout_p, rng)
+    out = masked_matmul(pd, v, allowed)              # (..., L, Ev), masked pairs skipped
+    return out, p, (qs, k, v, p, pd, keep, out, allowed, True)
 
 
 def sdpa_backward(g, cache, scale, need):
-    """dL/d(q, k, v, bias) from g = dL/d(out) (..., L, Ev) and sdpa_forward's cache; need = 4 flags."""
-    allowed, dirty = cache[7], cache[8]
-    dirty = dirty or (allowed is not None and any_nonfinite(g))
-    with quiet(dirty):
-        return _backward_out_kernel(g, cache, scale, need, dirty)
+    """dL/d(q, k, v, bias) from g = dL/d(out) (..., L, Ev) and sdpa_forward's cache; need = 4 flags. The path is
+    chosen here: the non-finite twin if the forward took it, or a mask is in use and g holds a NaN or inf."""
+    allowed, masked = cache[7], cache[8]
+    if masked or (allowed is not None and any_nonfinite(g)):
+        with quiet(True):
+            return _backward_masked(g, cache, scale, need)
+    return _backward(g, cache, scale, need)
 
 
-def _backward_out_kernel(g, cache, scale, need, dirty):
-    qs, k, v, p, pd, keep, out, allowed, _ = cache
-    if dirty:
-        # a query whose incoming gradient is all 0 (a padding position the loss ignores, say) contributes
-        # nothing, even if its own row is NaN (a garbage query): 0 * NaN counts as 0, as for masked pairs
-        live = g.any(axis=-1, keepdims=True)                      # (..., L, 1)
-        if not live.all():
-            pd = np.where(live, pd, np.zeros((), pd.dtype))
-            allowed = allowed & live
-    if need[2]:                                                   # out = pd v
-        pdt = np.swapaxes(pd, -1, -2)
-        dv = masked_matmul(pdt, g, np.swapaxes(allowed, -1, -2)) if dirty else pdt @ g
-    else:
-        dv = None
+def _backward(g, cache, scale, need):
+    qs, k, v, p, pd, keep, out, _, _ = cache
+    dv = np.swapaxes(pd, -1, -2) @ g if need[2] else None        # out = pd v
     if not (need[0] or need[1] or need[3]):
         return None, None, dv, None
+    ds = _softmax_backward(g, v, keep, out, p)
+    dq, dk = _score_grads(ds, qs, k, scale, need)
+    return dq, dk, dv, (ds if need[3] else None)
+
+
+def _backward_masked(g, cache, scale, need):
+    qs, k, v, p, pd, keep, out, allowed, _ = cache
+    # a query whose incoming gradient is all 0 (a padding position the loss ignores, say) contributes nothing,
+    # even if its own row is NaN (a garbage query): 0 * NaN counts as 0, as for masked pairs
+    live = g.any(axis=-1, keepdims=True)                          # (..., L, 1)
+    if not live.all():
+        pd = np.where(live, pd, np.zeros((), pd.dtype))
+        allowed = allowed & live
+    dv = masked_matmul(np.swapaxes(pd, -1, -2), g, np.swapaxes(allowed, -1, -2)) if need[2] else None
+    if not (need[0] or need[1] or need[3]):
+        return None, None, dv, None
+    ds = np.where(allowed, _softmax_backward(g, v, keep, out, p), np.zeros((), p.dtype))  # 0 * inf masked: 0
+    dq, dk = _score_grads_masked(ds, qs, k, scale, need, allowed)
+    return dq, dk, dv, (ds if need[3] else None)
+
+
+def _softmax_backward(g, v, keep, out, p):
+    """ds = dL/d(scores) (..., L, S) from g = dL/d(out): dp = g v^T (times the dropout pattern), then
+    d softmax: p * (dp - sum_j p dp), where sum_j p_ij dp_ij = g_i . out_i (cheaper: L x Ev, not L x S)."""
     dp = g @ np.swapaxes(v, -1, -2)                               # (..., L, S)
     if keep is not None:
         dp *= keep
-    # d softmax: p * (dp - sum_j p dp); sum_j p_ij dp_ij = g_i . out_i (cheaper: L x Ev, not L x S)
-    dp -= rowdot(g, out)
+    dp -= blas.rowdot(g, out)
     dp *= p
-    if dirty:
-        dp = np.where(allowed, dp, np.zeros((), dp.dtype))        # 0 * inf at a masked pair -> 0
-    dq, dk, dbias = _backward_scores(dp, cache, scale, (need[0], need[1], need[3]), dirty, allowed)
-    return dq, dk, dv, dbias
+    return dp
+
+
+def _score_grads(ds, qs, k, scale, need):
+    """(dq, dk) from ds = dL/d(scores), s = (q scale) k^T; None where need says so."""
+    dq = (ds @ k) * scale if need[0] else None
+    dk = np.swapaxes(ds, -1, -2) @ qs if need[1] else None
+    return dq, dk
+
+
+def _score_grads_masked(ds, qs, k, scale, need, allowed):
+    """_score_grads with sums that skip masked pairs (a non-finite q or k reaches only whom it may)."""
+    dq = masked_matmul(ds, k, allowed) * scale if need[0] else None
+    dk = masked_matmul(np.swapaxes(ds, -1, -2), qs, np.swapaxes(allowed, -1, -2)) if need[1] else None
+    return dq, dk
 
 
 def _backward_weights(gp, cache, scale, need):
-    """dL/d(q, k, bias) from gp = dL/d(weights) (..., L, S)."""
-    p, allowed, dirty = cache[3], cache[7], cache[8]
+    """dL/d(q, k, bias) from gp = dL/d(weights) (..., L, S); the non-finite twin if the forward took it, or
+    gp is non-finite under a mask."""
+    p, allowed = cache[3], cache[7]
     with np.errstate(invalid="ignore"):                           # 0 * inf here is checked for just below
         ds = gp * p
-    r = rowsum(ds)
+    r = blas.rowsum(ds)
     # a non-finite gp at a masked pair gives 0 * inf = NaN in its row sum, so checking r (L, not L x S) is enough
-    dirty = dirty or (allowed is not None and any_nonfinite(r))
-    if not dirty:
-        ds -= p * r                                               # d softmax: p (gp - sum p gp)
-        return _backward_scores(ds, cache, scale, need, False, allowed)
-    with quiet(True):
-        zero = np.zeros((), ds.dtype)
-        allowed = allowed & gp.any(axis=-1, keepdims=True)        # a query row with gradient 0 adds nothing
-        ds = np.where(allowed, gp, zero) * p
-        ds -= p * ds.sum(axis=-1, keepdims=True)
-        return _backward_scores(np.where(allowed, ds, zero), cache, scale, need, True, allowed)
+    if cache[8] or (allowed is not None and any_nonfinite(r)):
+        with quiet(True):
+            return _backward_weights_masked(gp, cache, scale, need)
+    ds -= p * r                                                   # d softmax: p (gp - sum p gp)
+    return _score_grads(ds, cache[0], cache[1], scale, need) + ((ds if need[2] else None),)
+
+
+def _backward_weights_masked(gp, cache, scale, need):
+    qs, k, p, allowed = cache[0], cache[1], cache[3], cache[7]
+    zero = np.zeros((), p.dtype)
+    allowed = allowed & gp.any(axis=-1, keepdims=True)            # a query row with gradient 0 adds nothing
+    ds = np.where(allowed, gp, zero) * p
+    ds -= p * ds.sum(axis=-1, keepdims=True)
+    ds = np.where(allowed, ds, zero)
+    return _score_grads_masked(ds, qs, k, scale, need, allowed) + ((ds if need[2] else None),)
 
 
 # ---- argument checks ---------------------------------------------------------------------------------
 
-def check_qkv(q, k, v):
-    """Check query (..., L, E), key (..., S, E), value (..., S, Ev) (floating, one dtype); -> scores' shape."""
+def check_qkv(q, k, v, who="scaled_dot_product_attention"):
+    """Check query (..., L, E), key (..., S, E), value (..., S, Ev) (floating, one dtype) for the function `who`
+    (every attention kernel's one check); -> the scores' shape (..., L, S)."""
     for name, t in (("query", q), ("key", k), ("value", v)):
         if t.ndim < 2:
-            raise ValueError(f"scaled_dot_product_attention: {name} must be (..., N, E), got shape {t.shape}")
+            raise ValueError(f"{who}: {name} must be (..., N, E), got shape {t.shape}")
         if t.dtype.kind != "f":
-            raise TypeError(f"scaled_dot_product_attention: {name} must be floating, got dtype {t.dtype}")
+            raise TypeError(f"{who}: {name} must be floating, got dtype {t.dtype}")
     if not q.dtype == k.dtype == v.dtype:
-        raise TypeError(f"scaled_dot_product_attention: query, key and value must share a dtype, "
-                        f"got {q.dtype}, {k.dtype}, {v.dtype}")
+        raise TypeError(f"{who}: query, key and value must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
     if q.shape[-1] != k.shape[-1]:
-        raise ValueError(f"scaled_dot_product_attention: query (..., L, E) and key (..., S, E) must share E, "
+        raise ValueError(f"{who}: query (..., L, E) and key (..., S, E) must share E, "
                          f"got query {q.shape} and key {k.shape}")
     if k.shape[-2] != v.shape[-2]:
-        raise ValueError(f"scaled_dot_product_attention: key (..., S, E) and value (..., S, Ev) must share S, "
+        raise ValueError(f"{who}: key (..., S, E) and value (..., S, Ev) must share S, "
                          f"got key {k.shape} and value {v.shape}")
     try:
         batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     except ValueError:
-        raise ValueError(f"scaled_dot_product_attention: batch dims of query {q.shape}, key {k.shape} and "
-                         f"value {v.shape} do not broadcast") from None
+        raise ValueError(f"{who}: batch dims of query {q.shape}, key {k.shape} and value {v.shape} do not "
+                         f"broadcast") from None
     return batch + (q.shape[-2], k.shape[-2])  # the scores' shape (..., L, S)
+
+
+def default_scale(E):
+    """The scores' default scale, 1/sqrt(E) (Vaswani et al. 2017); E = 0 gives 1: every score is then an empty
+    sum, 0, whatever the scale (uniform weights, as torch), not 1 / 0."""
+    return 1.0 / math.sqrt(E) if E else 1.0
 
 
 # ---- public API ------------------------------------------------------------------------------------
@@ -216,13 +274,12 @@ def reference_sdpa(query, key, value, attn_mask=None, is_causal=False, scale=Non
     a row with nothing to attend has weight 0); the weighted sum of the values. The fused kernel below computes
     the same in one node; tests/test_attention_sdpa.py holds the two equal, values and gradients.
     enable_gqa: the key/value heads repeated for their query heads (repeat_kv), as torch's reference does."""
-    q, k, v = as_tensor(query), as_tensor(key), as_tensor(value)
+    q, k, v = ops.as_tensor(query), ops.as_tensor(key), ops.as_tensor(value)
     if enable_gqa:
         groups = gqa_groups(q, k, v)
         k, v = repeat_kv(k, groups), repeat_kv(v, groups)
     allowed, bias = prepare_masks(attn_mask, is_causal, check_qkv(q, k, v), q.dtype)
-    E = q.shape[-1]
-    scale = (1.0 / math.sqrt(E) if E else 1.0) if scale is None else float(scale)
+    scale = default_scale(q.shape[-1]) if scale is None else float(scale)
     s = (q @ k.swapaxes(-1, -2)) * scale                                  # (..., L, S)
     if bias is not None:
         s = s + bias
@@ -254,7 +311,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     (..., Hq, L, E), Hq a multiple of Hkv; query head h reads key/value head h // (Hq / Hkv). The groups
     broadcast over the shared head (no copy); masks broadcast to (..., Hq, L, S).
     """
-    q, k, v = as_tensor(query), as_tensor(key), as_tensor(value)
+    q, k, v = ops.as_tensor(query), ops.as_tensor(key), ops.as_tensor(value)
     groups = gqa_groups(q, k, v) if enable_gqa else 1
     if groups == 1:
         shape = check_qkv(q, k, v)
@@ -283,35 +340,36 @@ def attend(q, k, v, packed, allowed, bias, dropout_p, scale, return_weights, tra
     if not 0.0 <= dropout_p < 1.0:
         raise ValueError(f"scaled_dot_product_attention: dropout_p must be in [0, 1), got {dropout_p}")
     p_drop = dropout_p if training else 0.0
-    E = (packed if packed is not None else q).shape[-1]
-    # E = 0: every score is an empty sum, 0, whatever the scale: uniform weights, as torch (not 1 / 0)
-    scale = (1.0 / math.sqrt(E) if E else 1.0) if scale is None else float(scale)
+    scale = default_scale((packed if packed is not None else q).shape[-1]) if scale is None else float(scale)
     if packed is not None:
         x = packed.data
         qd, kd, vd = x[0], x[1], x[2]
     else:
         qd, kd, vd = q.data, k.data, v.data
     out, p, cache = sdpa_forward(qd, kd, vd, allowed, None if bias is None else bias.data, scale, p_drop,
-                             rng or get_rng())
-    with_bias = bias is not None and bias.requires_grad
+                             rng or random.get_rng())
+    # a float mask is a parent even when constant (its gradient is then skipped: need_db): the create_graph
+    # rule rebuilds the attention from the parents, and a mask left out of them was silently dropped there
+    with_bias = bias is not None
+    need_db = with_bias and bias.requires_grad
     parents = ((packed,) if packed is not None else (q, k, v)) + ((bias,) if with_bias else ())
 
     if packed is not None:
         def backward(g):  # one gradient (3, ..., T, D) for the packed q, k, v
-            dq, dk, dv, db = sdpa_backward(g, cache, scale, (True, True, True, with_bias))
+            dq, dk, dv, db = sdpa_backward(g, cache, scale, (True, True, True, need_db))
             return (np.stack(np.broadcast_arrays(dq, dk, dv)),) + ((db,) if with_bias else ())
 
         def backward_w(gp):
-            dq, dk, db = _backward_weights(gp, cache, scale, (True, True, with_bias))
+            dq, dk, db = _backward_weights(gp, cache, scale, (True, True, need_db))
             return (np.stack(np.broadcast_arrays(dq, dk, np.zeros_like(dq))),) + ((db,) if with_bias else ())  # dv = 0
     else:
         def backward(g):  # (dq, dk, dv[, dmask]); the engine sums broadcast batch dims back
             dq, dk, dv, db = sdpa_backward(g, cache, scale, (q.requires_grad, k.requires_grad,
-                                                             v.requires_grad, with_bias))
+                                                             v.requires_grad, need_db))
             return (dq, dk, dv) + ((db,) if with_bias else ())
 
         def backward_w(gp):
-            dq, dk, db = _backward_weights(gp, cache, scale, (q.requires_grad, k.requires_grad, with_bias))
+            dq, dk, db = _backward_weights(gp, cache, scale, (q.requires_grad, k.requires_grad, need_db))
             return (dq, dk, None) + ((db,) if with_bias else ())  # the weights do not depend on v
 
     out_t = make_node(out, parents, backward, "scaled_dot_product_attention")
@@ -320,14 +378,14 @@ def attend(q, k, v, packed, allowed, bias, dropout_p, scale, return_weights, tra
     return out_t, make_node(p, parents, backward_w, "attention_weights")
 
 
-@in_place_backward
+@autograd.in_place_backward
 def masked_softmax(scores, allowed=None, axis=-1):
     """Softmax over `axis` where only `allowed` (bool, True = may attend) entries compete.
 
     Masked entries are selected out, so they get weight 0 and gradient 0 whatever they hold; a row with
     nothing allowed is all zeros. One graph node.
     """
-    scores = as_tensor(scores)
+    scores = ops.as_tensor(scores)
     x = scores.data
     if allowed is None:
         return scores.softmax(axis=axis)
@@ -335,16 +393,16 @@ def masked_softmax(scores, allowed=None, axis=-1):
     check_broadcast(allowed, x.shape, "mask", "the scores")
     s = np.where(allowed, x, np.array(-np.inf, x.dtype))
     last = axis in (-1, x.ndim - 1)
-    m = rowmax(s) if last else s.max(axis=axis, keepdims=True)
+    m = blas.rowmax(s) if last else s.max(axis=axis, keepdims=True)
     m[~np.isfinite(m)] = 0
     s -= m
     p = np.exp(s, out=s)
-    denom = rowsum(p) if last else p.sum(axis=axis, keepdims=True)
+    denom = blas.rowsum(p) if last else p.sum(axis=axis, keepdims=True)
     denom[denom == 0] = 1
     p /= denom
 
     def backward(g, owned=False):  # d softmax: p * (g - sum(g * p)); p = 0 at masked entries
-        s = rowdot(g, p) if last else (g * p).sum(axis=axis, keepdims=True)
+        s = blas.rowdot(g, p) if last else (g * p).sum(axis=axis, keepdims=True)
         gp = np.subtract(g, s, out=g) if owned and g.dtype == p.dtype else g - s
         gp *= p
         return (gp,)

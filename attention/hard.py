@@ -12,6 +12,9 @@ from minigrad.random import get_rng
 
 from .distributions import Categorical
 
+__all__ = ("hard_attention", "gumbel_softmax", "fifty_percent_trick", "policy_input", "Rollout", "HardRead",
+           "MixedRead")
+
 HardRead = namedtuple("HardRead", "context index log_prob entropy probs")
 HardRead.__doc__ = "What hard_attention returns: context (B, D), index (B,), log_prob (B,), entropy (B,), probs (B, S)."
 

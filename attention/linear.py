@@ -6,6 +6,11 @@ import numpy as np
 from minigrad import Tensor, make_node, ops
 from minigrad.ops import as_tensor
 
+from .functional import check_qkv
+
+__all__ = ("linear_attention", "linear_attention_reference", "causal_prefix_attention", "elu_plus_one",
+           "FEATURE_MAPS")
+
 # out_i = sum_j sim(q_i, k_j) v_j / sum_j sim(q_i, k_j), sim(q, k) = phi(q) . phi(k), phi(x) = elu(x) + 1 > 0.
 # Non-causal, associativity does it: out = phi(Q) (phi(K)^T V) / (phi(Q) phi(K)^T 1), O(L E Ev) time and
 # O(L (E + Ev) + E Ev) memory. Causal (j <= i), the sums are prefix sums, the recurrent form of the paper:
@@ -33,28 +38,9 @@ def _feature_map(feature_map):
                      f"got {feature_map!r}")
 
 
-def _check(q, k, v):
-    for name, t in (("q", q), ("k", k), ("v", v)):
-        if t.ndim < 2:
-            raise ValueError(f"linear_attention: {name} must be (..., N, E), got shape {t.shape}")
-        if t.dtype.kind != "f":
-            raise TypeError(f"linear_attention: {name} must be floating, got dtype {t.dtype}")
-    if not q.dtype == k.dtype == v.dtype:
-        raise TypeError(f"linear_attention: q, k and v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
-    if q.shape[-1] != k.shape[-1]:
-        raise ValueError(f"linear_attention: q (..., L, E) and k (..., S, E) must share E, got {q.shape} and {k.shape}")
-    if k.shape[-2] != v.shape[-2]:
-        raise ValueError(f"linear_attention: k (..., S, E) and v (..., S, Ev) must share S, got {k.shape} and {v.shape}")
-    try:
-        np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
-    except ValueError:
-        raise ValueError(f"linear_attention: batch dims of q {q.shape}, k {k.shape} and v {v.shape} do not "
-                         f"broadcast") from None
-
-
 def _phis(q, k, v, causal, feature_map):
     q, k, v = as_tensor(q), as_tensor(k), as_tensor(v)
-    _check(q, k, v)
+    check_qkv(q, k, v, "linear_attention")
     if causal and q.shape[-2] != k.shape[-2]:
         raise ValueError(f"linear_attention: causal=True needs as many queries as keys (L == S), got q {q.shape} "
                          f"and k {k.shape}")
@@ -68,7 +54,17 @@ def linear_attention_reference(q, k, v, causal=False, feature_map="elu+1"):
     w = fq @ fk.swapaxes(-1, -2)                                      # (..., L, S)
     if causal:
         w = ops.where(np.tri(w.shape[-2], w.shape[-1], dtype=bool), w, 0.0)
-    return (w @ v) / w.sum(-1, keepdims=True)
+    return _normalise(w @ v, w.sum(-1, keepdims=True))
+
+
+def _normalise(num, den):
+    """num / den, and 0 where den is 0: no keys, or a feature map that is 0 on them (relu), leaves a query
+    nothing to attend to, and its output is zero with zero gradients, as scaled_dot_product_attention's, never
+    0 / 0 = NaN. (The inner where keeps the unused quotient finite, so no NaN reaches the gradient either.)"""
+    empty = den.data == 0
+    if not empty.any():
+        return num / den
+    return ops.where(empty, 0.0, num / ops.where(empty, 1.0, den))
 
 
 # ---- the causal prefix-sum kernel: A_i = sum_{j <= i} (Q_i . K_j) V_j, one node ------------------------------
@@ -126,7 +122,8 @@ def linear_attention(q, k, v, causal=False, feature_map="elu+1", chunk_size=64):
 
     out_i = phi(q_i)^T sum_j phi(k_j) v_j^T / phi(q_i)^T sum_j phi(k_j), over all j (causal=False: computed as
     phi(Q) (phi(K)^T V)) or j <= i (causal=True, L == S: the prefix-sum recurrence, `chunk_size` positions at a
-    time). feature_map: "elu+1" (the paper's) or a callable mapping a Tensor to positive features. No scale, no
+    time). feature_map: "elu+1" (the paper's) or a callable mapping a Tensor to features >= 0; a query whose
+    normaliser is 0 (no keys, or features all 0) gets a zero output, as softmax attention's. No scale, no
     mask, no softmax: time O(L E Ev) and memory linear in L. Differentiable (the causal kernel has a hand-written
     backward; the rest is composed of ops).
     """
@@ -136,4 +133,4 @@ def linear_attention(q, k, v, causal=False, feature_map="elu+1", chunk_size=64):
         a = causal_prefix_attention(fq, fk, va, chunk_size)          # (..., L, Ev + 1)
     else:
         a = fq @ (fk.swapaxes(-1, -2) @ va)                           # phi(Q) (phi(K)^T [V, 1])
-    return a[..., :-1] / a[..., -1:]
+    return _normalise(a[..., :-1], a[..., -1:])

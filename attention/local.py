@@ -2,7 +2,7 @@
 (Child et al. 2019) as blocked kernels that never build the L x L matrix; each equals dense
 scaled_dot_product_attention with its mask from masks.py, values and gradients.
 """
-import math
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -10,12 +10,15 @@ from minigrad import make_node
 from minigrad.ops import as_tensor
 
 from ._nonfinite import any_nonfinite, masked_matmul, quiet
-from .functional import check_qkv, sdpa_backward, sdpa_forward
+from .functional import check_qkv, default_scale, sdpa_backward, sdpa_forward
 from .masks import as_bool_mask, check_int, global_index
 # the old paths attention.local.X of the pattern masks, which moved to masks.py (Luong's local-m / local-p,
 # a model rather than a kernel, moved to luong.py: attention.LuongLocalAttention)
 from .masks import (attended_pairs, fixed_mask, global_token_mask, sliding_window_mask,  # noqa: F401
                     sliding_window_reference_mask, strided_mask)
+
+# the API; the pattern masks imported above only keep their old paths here (they live in masks.py)
+__all__ = ("sliding_window_attention", "fixed_attention")
 
 # sliding_window_attention cuts the queries into blocks of b rows, and block n only meets the m*b keys of its
 # window (a strided view of the padded keys), so scores, weights and their gradients take O(L * (b + 2w))
@@ -99,25 +102,19 @@ class _Layout:
         return self.merge(kp[..., -self.lo:-self.lo + self.Ld, :])
 
 
-# ---- the softmax both blocked kernels share ---------------------------------------------------------------
+# ---- the two paths of both blocked kernels, chosen once at the kernel's entry ------------------------------
 
-def _blocked_softmax(s, allowed, rows, unrows, sg, ag, dirty):
-    """Each query's weights over its band s (blocks (..., nb, b, W), -inf outside `allowed`) and its global
-    columns sg (..., L, G) (-inf outside ag; None when there are none) -> (p, pg), each row summing to 1
-    over both. rows / unrows map (..., L, X) to the blocks and back. A row with nothing to attend is all 0."""
-    dt = s.dtype
-    zero = np.zeros((), dt)
+def _row_max(s, unrows, sg):
+    """Each query's max over its band s (blocks (..., nb, b, W)) and its global columns sg (..., L, G) -> (..., L)."""
     mx = unrows(s.max(axis=-1)[..., None])[..., 0]                         # (..., L) row max of the band
     if sg is not None and sg.shape[-1]:
         mx = np.maximum(mx, sg.max(axis=-1))                               # and of the global columns
-    bad = ~np.isfinite(mx)
-    if bad.any():
-        if dirty:  # a NaN or +inf max stays (that row is NaN, as in torch); only empty rows get 0
-            has = unrows(allowed.any(axis=-1)[..., None])[..., 0]
-            if sg is not None:
-                has = has | ag.any(axis=-1)
-            bad &= ~has
-        mx = np.where(bad, zero, mx)
+    return mx
+
+
+def _normalise(s, mx, rows, unrows, sg):
+    """exp(scores - mx) over the band and the global columns, each row divided by its sum -> (p, pg)."""
+    dt = s.dtype
     p = np.exp(s - rows(mx[..., None]))                                    # (..., nb, b, W)
     den = unrows(p.sum(axis=-1)[..., None])[..., 0]
     pg = None
@@ -130,16 +127,57 @@ def _blocked_softmax(s, allowed, rows, unrows, sg, ag, dirty):
     p /= denr
     if pg is not None:
         pg /= den[..., None]
-    if dirty:
-        p = np.where(allowed, p, zero)
-        if pg is not None:
-            pg = np.where(ag, pg, zero)
     return p, pg
+
+
+def _blocked_softmax(s, allowed, rows, unrows, sg, ag):
+    """Each query's weights over its band s (blocks (..., nb, b, W), -inf outside `allowed`) and its global
+    columns sg (..., L, G) (-inf outside ag; None when there are none) -> (p, pg), each row summing to 1
+    over both. rows / unrows map (..., L, X) to the blocks and back. A row with nothing to attend is all 0."""
+    mx = _row_max(s, unrows, sg)
+    return _normalise(s, np.where(np.isfinite(mx), mx, np.zeros((), mx.dtype)), rows, unrows, sg)
+
+
+def _blocked_softmax_masked(s, allowed, rows, unrows, sg, ag):
+    """The non-finite twin: only a row with nothing to attend gets max 0 (a NaN or +inf max stays: that row is
+    NaN, as in torch), and the weights of masked pairs are exactly 0 even in a NaN row."""
+    mx = _row_max(s, unrows, sg)
+    has = unrows(allowed.any(axis=-1)[..., None])[..., 0]
+    if sg is not None:
+        has = has | ag.any(axis=-1)
+    p, pg = _normalise(s, np.where(np.isfinite(mx) | has, mx, np.zeros((), mx.dtype)), rows, unrows, sg)
+    return _select(p, allowed), (None if pg is None else _select(pg, ag))
+
+
+def _matmul(P, X, A):
+    return P @ X
+
+
+def _select(x, A):
+    return np.where(A, x, np.zeros((), x.dtype))
+
+
+def _unchanged(x, A):
+    return x
+
+
+# clean: plain products. Non-finite (q, k, v or g holds a NaN or inf): the weights and score gradients of masked
+# pairs are exactly 0 (np.where) and the products skip them (masked_matmul): the rule of _nonfinite.py.
+_CLEAN = SimpleNamespace(softmax=_blocked_softmax, mm=_matmul, select=_unchanged, masked=False)
+_MASKED = SimpleNamespace(softmax=_blocked_softmax_masked, mm=masked_matmul, select=_select, masked=True)
+
+
+def _live(g):
+    """Non-finite path: the queries whose incoming gradient is not all 0 (..., L, 1), or None if that is every
+    query. Only they add to the gradients: a padding position the loss ignores adds nothing, even if its own
+    row is NaN (a garbage query)."""
+    live = g.any(axis=-1, keepdims=True)
+    return None if live.all() else live
 
 
 # ---- sliding-window attention ---------------------------------------------------------------------------
 
-def _sw_forward(q, k, v, lay, kvalid, gidx, causal, scale, dirty):
+def _sw_forward(q, k, v, lay, kvalid, gidx, causal, scale, path):
     """Blocked forward; -> (out (..., L, Ev), cache). kvalid (..., L) bool: keys that are not padding."""
     L, dt = lay.L, q.dtype
     ninf = np.array(-np.inf, dt)
@@ -163,13 +201,12 @@ def _sw_forward(q, k, v, lay, kvalid, gidx, causal, scale, dirty):
         if causal:
             ag = ag & (gidx[None, :] <= np.arange(L)[:, None])
         sg = np.where(ag, qs @ np.swapaxes(kg, -1, -2), ninf)              # (..., L, G)
-    p, pg = _blocked_softmax(s, allowed, lay.rows, lay.unrows, sg, ag, dirty)  # (..., d, nb, b, W), (..., L, G)
-    pv = masked_matmul(p, vw, allowed) if dirty else p @ vw               # (..., d, nb, b, Ev)
-    out = lay.unrows(pv)
+    p, pg = path.softmax(s, allowed, lay.rows, lay.unrows, sg, ag)         # (..., d, nb, b, W), (..., L, G)
+    out = lay.unrows(path.mm(p, vw, allowed))                              # (..., L, Ev)
     cache = {"qs": qs, "kw": kw, "vw": vw, "p": p, "allowed": allowed, "out_local": out,
              "kvalid": kvalid, "causal": causal}  # (the last two: the dense mask of its double backward)
     if ng:
-        out = out + (masked_matmul(pg, vg, ag) if dirty else pg @ vg)
+        out = out + path.mm(pg, vg, ag)
         cache.update(kg=kg, vg=vg, pg=pg, ag=ag)
         # global queries: dense attention over every key (padding and causality kept)
         aG = kvalid[..., None, :] & (np.arange(L)[None, :] <= gidx[:, None] if causal else True)  # (..., G, L)
@@ -180,44 +217,34 @@ def _sw_forward(q, k, v, lay, kvalid, gidx, causal, scale, dirty):
     return out, cache
 
 
-def _sw_backward(g, cache, lay, gidx, scale, need, dirty):
+def _sw_backward(g, cache, lay, gidx, scale, need, path):
     """-> (dq, dk, dv) of the blocked forward (None where not needed)."""
     qs, kw, vw, p, allowed = cache["qs"], cache["kw"], cache["vw"], cache["p"], cache["allowed"]
     ng = len(gidx)
-    mm = (lambda P, X, A: masked_matmul(P, X, A)) if dirty else (lambda P, X, A: P @ X)
+    mm, select = path.mm, path.select
     T = lambda a: np.swapaxes(a, -1, -2)  # noqa: E731
     gl = g
     if ng:
         gl = g.copy()
         gl[..., gidx, :] = 0                                               # global rows: the dense part's
-    live = None
-    if dirty:
-        # as the dense kernel: a query whose incoming gradient is all 0 (a padding position the loss ignores)
-        # contributes nothing, even if its own row is NaN (a garbage query)
-        live = g.any(axis=-1, keepdims=True)                               # (..., L, 1)
-        if live.all():
-            live = None
-        else:
-            lr = lay.rows(live)
-            p, allowed = np.where(lr, p, np.zeros((), p.dtype)), allowed & lr
+    live = _live(g) if path.masked else None
+    if live is not None:
+        lr = lay.rows(live)
+        p, allowed = _select(p, lr), allowed & lr
     gb = lay.rows(gl)                                                      # (..., d, nb, b, Ev)
     dv = lay.unwindows(mm(T(p), gb, T(allowed))) if need[2] else None      # out = p v
     # d softmax: p * (dp - sum_j p dp), and sum_j p_ij dp_ij = g_i . out_i
     dsum = np.sum(gl * cache["out_local"], axis=-1, keepdims=True)         # (..., L, 1)
     if live is not None:
-        dsum = np.where(live, dsum, np.zeros((), dsum.dtype))
-    ds = (gb @ T(vw) - lay.rows(dsum)) * p                                 # (..., d, nb, b, W)
-    if dirty:
-        ds = np.where(allowed, ds, np.zeros((), ds.dtype))
+        dsum = _select(dsum, live)
+    ds = select((gb @ T(vw) - lay.rows(dsum)) * p, allowed)                # (..., d, nb, b, W)
     dq = lay.unrows(mm(ds, kw, allowed)) * scale if need[0] else None      # s = (q scale) k^T
     dk = lay.unwindows(mm(T(ds), lay.rows(qs), T(allowed))) if need[1] else None
     if ng:
         kg, vg, pg, ag = cache["kg"], cache["vg"], cache["pg"], cache["ag"]
         if live is not None:
-            pg, ag = np.where(live, pg, np.zeros((), pg.dtype)), ag & live
-        dsg = (gl @ T(vg) - dsum) * pg                                     # (..., L, G)
-        if dirty:
-            dsg = np.where(ag, dsg, np.zeros((), dsg.dtype))
+            pg, ag = _select(pg, live), ag & live
+        dsg = select((gl @ T(vg) - dsum) * pg, ag)                         # (..., L, G)
         if need[0]:
             dq = dq + mm(dsg, kg, ag) * scale
         if need[1]:
@@ -260,7 +287,7 @@ def sliding_window_attention(query, key, value, window, causal=False, dilation=1
     q, k, v = as_tensor(query), as_tensor(key), as_tensor(value)
     window = check_int("window", window, 0, fn)
     dilation = check_int("dilation", dilation, 1, fn)
-    shape = check_qkv(q, k, v)
+    shape = check_qkv(q, k, v, fn)
     L, S = shape[-2:]
     if L != S:
         raise ValueError(f"{fn}: query (..., L, E) and key (..., S, E) must have L == S (a window is self-"
@@ -268,8 +295,7 @@ def sliding_window_attention(query, key, value, window, causal=False, dilation=1
     batch = shape[:-2]
     kvalid = _key_valid(key_padding_mask, batch, L, fn)
     gidx = np.zeros(0, np.int64) if global_tokens is None else global_index(global_tokens, L, fn)
-    E = q.shape[-1]
-    scale = 1.0 / math.sqrt(E) if scale is None else float(scale)
+    scale = default_scale(q.shape[-1]) if scale is None else float(scale)
     lay = _Layout(L, window, causal, dilation)
     # broadcast the batch dims once (views); the engine sums the gradients back to each input's shape
     qd, kd, vd = (np.broadcast_to(t.data, batch + t.shape[-2:]) for t in (q, k, v))
@@ -279,18 +305,19 @@ def sliding_window_attention(query, key, value, window, causal=False, dilation=1
         return make_node(np.zeros(batch + (0, v.shape[-1]), q.dtype), (q, k, v),
                      lambda g: (None, None, None), fn)
     with quiet(dirty):
-        out, cache = _sw_forward(qd, kd, vd, lay, kvalid, gidx, causal, scale, dirty)
+        out, cache = _sw_forward(qd, kd, vd, lay, kvalid, gidx, causal, scale, _MASKED if dirty else _CLEAN)
 
     def backward(g):  # (dq, dk, dv); see _sw_backward
         d = dirty or any_nonfinite(g)
         with quiet(d):
-            return _sw_backward(g, cache, lay, gidx, scale, (q.requires_grad, k.requires_grad, v.requires_grad), d)
+            return _sw_backward(g, cache, lay, gidx, scale, (q.requires_grad, k.requires_grad, v.requires_grad),
+                                _MASKED if d else _CLEAN)
     return make_node(out, (q, k, v), backward, fn)
 
 
 # ---- the Sparse Transformer's "fixed" pattern, blocked --------------------------------------------------------
 
-def _fixed_forward(q, k, v, stride, c, causal, kvalid, scale, dirty):
+def _fixed_forward(q, k, v, stride, c, causal, kvalid, scale, path):
     """Blocks of `stride` queries against their own block, plus the summary columns; -> (out, cache)."""
     L, dt = q.shape[-2], q.dtype
     s = stride
@@ -322,26 +349,22 @@ def _fixed_forward(q, k, v, stride, c, causal, kvalid, scale, dirty):
     ag = np.broadcast_to(ag, q.shape[:-2] + (L, len(cols)))
     sg = np.where(ag, qs @ np.swapaxes(kg, -1, -2), ninf)               # (..., L, G)
     unb = lambda y: y.reshape(y.shape[:-3] + (nb * s, y.shape[-1]))[..., :L, :]  # noqa: E731
-    p, pg = _blocked_softmax(sb, allowed, blocks, unb, sg, ag, dirty)  # (..., nb, s, s), (..., L, G)
-    mm = masked_matmul if dirty else (lambda P, X, A: P @ X)
-    out = unb(mm(p, vb, np.broadcast_to(allowed, p.shape))) + mm(pg, vg, ag)
+    p, pg = path.softmax(sb, allowed, blocks, unb, sg, ag)             # (..., nb, s, s), (..., L, G)
+    out = unb(path.mm(p, vb, np.broadcast_to(allowed, p.shape))) + path.mm(pg, vg, ag)
     return out, dict(qs=qs, qb=qb, kb=kb, vb=vb, p=p, pg=pg, kg=kg, vg=vg, allowed=allowed, ag=ag, cols=cols,
                      out=out, blocks=blocks, unb=unb, kvalid=kvalid, stride=stride, c=c, causal=causal)
 
 
-def _fixed_backward(g, c, need, dirty):
+def _fixed_backward(g, c, need, path):
     """-> (dq, dk, dv) of _fixed_forward."""
     p, pg, allowed, ag, cols = c["p"], c["pg"], np.broadcast_to(c["allowed"], c["p"].shape), c["ag"], c["cols"]
     blocks, unb = c["blocks"], c["unb"]
     T = lambda a: np.swapaxes(a, -1, -2)  # noqa: E731
-    mm = masked_matmul if dirty else (lambda P, X, A: P @ X)
-    zero = np.zeros((), g.dtype)
+    mm = path.mm
     gb = blocks(g)
     dsum = np.sum(g * c["out"], axis=-1, keepdims=True)                  # d softmax: sum_j p dp = g . out
-    ds = (gb @ T(c["vb"]) - blocks(dsum)) * p
-    dsg = (g @ T(c["vg"]) - dsum) * pg
-    if dirty:
-        ds, dsg = np.where(allowed, ds, zero), np.where(ag, dsg, zero)
+    ds = path.select((gb @ T(c["vb"]) - blocks(dsum)) * p, allowed)
+    dsg = path.select((g @ T(c["vg"]) - dsum) * pg, ag)
     dq = dk = dv = None
     if need[0]:  # w.r.t. q * scale; the caller multiplies by scale
         dq = unb(mm(ds, c["kb"], allowed)) + mm(dsg, c["kg"], ag)
@@ -364,21 +387,22 @@ def fixed_attention(query, key, value, stride, c=1, causal=True, key_padding_mas
     c = check_int("c", c, 1, fn)
     if c > stride:
         raise ValueError(f"{fn}: c must be <= stride ({stride}), got {c}")
-    shape = check_qkv(q, k, v)
+    shape = check_qkv(q, k, v, fn)
     L, S = shape[-2:]
     if L != S:
         raise ValueError(f"{fn}: query (..., L, E) and key (..., S, E) must have L == S, got L = {L}, S = {S}")
     batch = shape[:-2]
     kvalid = np.broadcast_to(_key_valid(key_padding_mask, batch, L, fn), batch + (L,))
-    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+    scale = default_scale(q.shape[-1]) if scale is None else float(scale)
     qd, kd, vd = (np.broadcast_to(t.data, batch + t.shape[-2:]) for t in (q, k, v))
     dirty = any_nonfinite(qd, kd, vd)
     with quiet(dirty):
-        out, cache = _fixed_forward(qd, kd, vd, stride, c, causal, kvalid, scale, dirty)
+        out, cache = _fixed_forward(qd, kd, vd, stride, c, causal, kvalid, scale, _MASKED if dirty else _CLEAN)
 
     def backward(g):  # (dq, dk, dv)
         d = dirty or any_nonfinite(g)
         with quiet(d):
-            dq, dk, dv = _fixed_backward(g, cache, (q.requires_grad, k.requires_grad, v.requires_grad), d)
+            dq, dk, dv = _fixed_backward(g, cache, (q.requires_grad, k.requires_grad, v.requires_grad),
+                                         _MASKED if d else _CLEAN)
         return (None if dq is None else dq * scale), dk, dv
     return make_node(out, (q, k, v), backward, fn)

@@ -2,12 +2,12 @@
 (Liu et al. 2021, W-MSA / SW-MSA) and NATTEN's neighbourhood attention (Hassani et al. 2023), in
 O(height * width * window) memory, never the (hw)^2 score matrix.
 
-Each kernel is composed of the engine's differentiable ops (pad, roll, reshape, permute, slices, matmul,
-masked_softmax), so first and second derivatives come from theirs. Each equals its `*_reference`: dense
+Each kernel is composed of differentiable ops (pad, roll, reshape, permute, slices, concat, and
+scaled_dot_product_attention on the windows or tiles, with their masks selected out), so first and second
+derivatives come from theirs. Each equals its `*_reference`: dense
 scaled_dot_product_attention over the hw tokens with the mask (and bias) of masks2d.py, the executable
 definition; tests hold the two equal, values and gradients.
 """
-import math
 from functools import lru_cache
 
 import numpy as np
@@ -15,7 +15,7 @@ import numpy as np
 from minigrad import ops
 from minigrad.ops import as_tensor
 
-from .functional import masked_softmax, scaled_dot_product_attention
+from .functional import default_scale, scaled_dot_product_attention
 from .masks2d import (_check_neighborhood, _check_window, neighborhood_bias_2d, neighborhood_mask_2d,
                       window_bias_2d, window_mask_2d)
 
@@ -47,7 +47,7 @@ def _check_bias(bias, heads, tail, name, fn, dtype):
 
 
 def _scale(scale, d):
-    return (1.0 / math.sqrt(d) if d else 1.0) if scale is None else float(scale)
+    return default_scale(d) if scale is None else float(scale)
 
 
 def _dense(q, k, v, mask, scale, return_weights):
@@ -58,6 +58,14 @@ def _dense(q, k, v, mask, scale, return_weights):
                                        return_weights=return_weights)
     out = (res[0] if return_weights else res).reshape(B, H, h, w, v.shape[-1])
     return (out, res[1]) if return_weights else out
+
+
+def _attend(q, k, v, allowed, bias, scale):
+    """scaled_dot_product_attention on windows or tiles (..., N, d) x (..., S, d): the bool mask `allowed` (None:
+    all) and the float `bias` (None: none) folded into one mask (a masked pair's -inf is selected out, so a NaN
+    or inf in a key or value reaches only the queries allowed to meet it, as in dense attention)."""
+    mask = allowed if bias is None else bias if allowed is None else ops.where(allowed, bias, -np.inf)
+    return scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
 
 
 # ---- windows (W-MSA, SW-MSA) -----------------------------------------------------------------------
@@ -115,15 +123,11 @@ def window_attention_2d(q, k, v, window_size, shift_size=0, bias=None, scale=Non
     B, H, h, w, E = _check_qkv_2d(q, k, v, fn)
     m, s = _check_window(h, w, window_size, shift_size, fn)
     hp, wp = -(-h // m) * m, -(-w // m) * m
-    qw = _windows(q * _scale(scale, E), m, s, hp, wp)  # (B, H, nW, M*M, d), scaled: cheaper than the scores
-    kw, vw = _windows(k, m, s, hp, wp), _windows(v, m, s, hp, wp)
-    scores = qw @ kw.swapaxes(-1, -2)                  # (B, H, nW, M*M, M*M)
+    qw, kw, vw = (_windows(t, m, s, hp, wp) for t in (q, k, v))  # (B, H, nW, M*M, d)
     if bias is not None:
-        bias = _check_bias(bias, H, (m * m, m * m), "bias", fn, q.dtype)
-        scores = scores + bias.reshape(bias.shape[0], 1, m * m, m * m)
-    allowed = _window_allowed(h, w, m, s)
-    p = scores.softmax(-1) if allowed is None else masked_softmax(scores, allowed)
-    return _unwindows(p @ vw, m, s, h, w)
+        bias = _check_bias(bias, H, (m * m, m * m), "bias", fn, q.dtype).reshape(-1, 1, m * m, m * m)
+    out = _attend(qw, kw, vw, _window_allowed(h, w, m, s), bias, _scale(scale, E))  # (B, H, nW, M*M, dv)
+    return _unwindows(out, m, s, h, w)
 
 
 def window_attention_2d_reference(q, k, v, window_size, shift_size=0, bias=None, scale=None, return_weights=False):
@@ -238,15 +242,15 @@ def neighborhood_attention_2d(q, k, v, kernel_size, dilation=1, rpb=None, scale=
     B, H, h, w, E = _check_qkv_2d(q, k, v, fn)
     K, d = _check_neighborhood(h, w, kernel_size, dilation, fn)
     ah, aw, allowed = _na_layout(h, w, K, d)
-    qt = _query_tiles(_groups(q * _scale(scale, E), ah, aw), ah, aw)   # (B, H, d, d, nTh, nTw, Th*Tw, E)
+    qt = _query_tiles(_groups(q, ah, aw), ah, aw)                      # (B, H, d, d, nTh, nTw, Th*Tw, E)
     kt = _key_tiles(_groups(k, ah, aw), ah, aw)                        # (B, H, d, d, nTh, nTw, Lh*Lw, E)
     vt = _key_tiles(_groups(v, ah, aw), ah, aw)
-    scores = qt @ kt.swapaxes(-1, -2)                                  # (B, H, d, d, nTh, nTw, Th*Tw, Lh*Lw)
+    tab = None
     if rpb is not None:
         rpb = _check_bias(rpb, H, (2 * K - 1, 2 * K - 1), "rpb", fn, q.dtype)
         tab = rpb[:, ah.rel()[:, None, :, None], aw.rel()[None, :, None, :]]  # (H, Th, Tw, Lh, Lw)
-        scores = scores + tab.reshape(rpb.shape[0], 1, 1, 1, 1, ah.T * aw.T, ah.L * aw.L)
-    out = masked_softmax(scores, allowed) @ vt                          # (B, H, d, d, nTh, nTw, Th*Tw, dv)
+        tab = tab.reshape(rpb.shape[0], 1, 1, 1, 1, ah.T * aw.T, ah.L * aw.L)
+    out = _attend(qt, kt, vt, allowed, tab, _scale(scale, E))          # (B, H, d, d, nTh, nTw, Th*Tw, dv)
     X = out.shape[-1]
     out = out.reshape(B, H, d, d, ah.nT, aw.nT, ah.T, aw.T, X).permute(0, 1, 2, 3, 4, 6, 5, 7, 8)
     out = out.reshape(B, H, d, d, ah.nT * ah.T, aw.nT * aw.T, X)[:, :, :, :, :ah.G, :aw.G]

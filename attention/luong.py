@@ -13,6 +13,8 @@ from .functional import masked_softmax
 from .masks import as_bool_mask, check_int
 from .scores import Score, make_score
 
+__all__ = ("LuongLocalAttention", "LocalScore", "LOCAL_MODES")
+
 LOCAL_MODES = ("local-m", "local-p")
 
 

@@ -8,6 +8,12 @@ import numpy as np
 
 from minigrad import Tensor, get_default_dtype
 
+# the API; shared with the kernels and modules, not API: as_mask_array, as_bool_mask,
+# check_broadcast, check_polarity, check_int, prepare_masks, combine, mha_masks, global_index
+__all__ = ("causal_mask", "generate_square_subsequent_mask", "padding_mask_from_lengths",
+           "key_padding_to_attn_mask", "sliding_window_mask", "global_token_mask", "strided_mask", "fixed_mask",
+           "attended_pairs", "sliding_window_reference_mask")
+
 # Polarity. An *attention mask* is boolean with True = this query may attend to this key. A mask named
 # for what it marks says so: `key_padding_mask` is True at padding (ignored), as PyTorch names it;
 # `key_padding_to_attn_mask` turns it into the attend polarity. A float mask is added to the scores;
@@ -102,7 +108,8 @@ def check_broadcast(mask, shape, name, what="the scores (..., L, S)"):
 
 
 def check_int(name, value, low, fn):
-    """`value` as an int, or a ValueError naming `fn` and `name` unless it is an integer >= low (not a bool)."""
+    """`value` as an int, or a ValueError naming `fn` and `name` unless it is an integer >= low (not a bool).
+    The one integer-argument check of the attention package (its kernels, masks, modules and tasks)."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
         raise ValueError(f"{fn}: {name} must be an integer >= {low}, got {value!r}")
     return int(value)

@@ -9,6 +9,8 @@ from minigrad import ops
 
 from .masks import check_int
 
+__all__ = ("window_mask_2d", "window_bias_2d", "window_index_2d", "neighborhood_mask_2d", "neighborhood_bias_2d")
+
 # Windows (Swin). The image is padded at the bottom and right to a multiple of the window M, then rolled by
 # (-shift, -shift); non-overlapping M x M windows are cut from the rolled, padded grid. Along each axis the
 # rolled grid has three regions, [0, P - M), [P - M, P - shift) and [P - shift, P) (P the padded size): the last

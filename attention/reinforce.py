@@ -10,7 +10,10 @@ import numpy as np
 from minigrad import Tensor, functional as F, nn, no_grad, ops, optim
 
 from .hard import Rollout  # what the Trainer takes from a model (attention.reinforce.Rollout names it too)
-from .hard import fifty_percent_trick, gumbel_softmax, policy_input  # noqa: F401  (the comparators)
+
+__all__ = ("reinforce_loss", "hybrid_loss", "HybridLoss", "advantages", "correct_reward", "MovingAverageBaseline",
+           "ValueBaseline", "make_baseline", "BASELINES", "Trainer", "per_sample_policy_gradients",
+           "gradient_variance", "STD_FLOOR")
 
 STD_FLOOR = 1e-6
 

@@ -8,8 +8,12 @@ import numpy as np
 from minigrad import get_default_dtype, make_node, ops
 from minigrad.nn import Linear, Module, Parameter, parameter, uniform_
 
-from .functional import masked_softmax
+from ._nonfinite import any_nonfinite
+from .functional import default_scale, masked_softmax
 from .masks import as_bool_mask, check_broadcast, check_polarity, key_padding_to_attn_mask
+
+__all__ = ("Attention", "Score", "DotScore", "ScaledDotScore", "GeneralScore", "AdditiveScore", "CosineScore",
+           "make_score", "dot_score", "scaled_dot_score", "SCORES")
 
 # One shape contract: query (..., L, Dq), keys (..., S, Dk) -> scores (..., L, S).
 #   dot         q . k                               (Luong et al. 2015, "dot")
@@ -37,7 +41,7 @@ def dot_score(query, keys):
 def scaled_dot_score(query, keys, scale=None):
     """q . k * scale, scale = 1/sqrt(D) by default -> (..., L, S)."""
     _check_same_dim("scaled dot", query, keys)
-    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    scale = default_scale(query.shape[-1]) if scale is None else scale
     return (query * scale) @ keys.swapaxes(-1, -2)
 
 
@@ -207,6 +211,31 @@ def _nonfinite_hidden_by_mask(prepared, values, allowed, scores_shape):
     return hidden if hidden.any() else None
 
 
+def _padding(key_padding_mask, query, keys):
+    """key_padding_mask (B, S), True = padding, as a checked bool array (or None)."""
+    if key_padding_mask is None:
+        return None
+    kpm = as_bool_mask(key_padding_mask, "key_padding_mask")
+    B, S = query.shape[0], keys.shape[-2]
+    if kpm.shape != (B, S):
+        raise ValueError(f"Attention: key_padding_mask must be (B, S) = {(B, S)}, got shape {kpm.shape}")
+    return kpm
+
+
+def _allowed(attn_mask, kpm, shape):
+    """attn_mask (True = may attend, broadcastable to the scores' shape) and the key padding as one bool
+    mask, True = may attend (None when there is neither)."""
+    allowed = None
+    if attn_mask is not None:
+        allowed = as_bool_mask(attn_mask, "attn_mask")
+        check_broadcast(allowed, shape, "attn_mask")
+        check_polarity(allowed, "attn_mask")
+    if kpm is not None:
+        pad = key_padding_to_attn_mask(kpm, ndim=len(shape))  # (B, 1, ..., S), True = may attend
+        allowed = pad if allowed is None else allowed & pad
+    return allowed
+
+
 class Attention(Module):
     """Soft attention with any score: forward -> (context (..., L, Dv), weights (..., L, S)).
 
@@ -230,38 +259,35 @@ class Attention(Module):
         if keys.shape[-2] != values.shape[-2]:
             raise ValueError(f"Attention: keys (..., S, Dk) and values (..., S, Dv) must share S, "
                              f"got keys {keys.shape} and values {values.shape}")
-        kpm = None
-        if key_padding_mask is not None:
-            kpm = as_bool_mask(key_padding_mask, "key_padding_mask")
-            B, S = query.shape[0], keys.shape[-2]
-            if kpm.shape != (B, S):
-                raise ValueError(f"Attention: key_padding_mask must be (B, S) = {(B, S)}, got shape {kpm.shape}")
-            # No backward here is mask-aware (0 * NaN = NaN), so garbage in padding is cleared before anything
-            # sees it: the raw keys before prepare_keys (whose projection's weight gradient is g^T keys), and
-            # the values. Padding is masked for every query, so clearing it changes no allowed result.
+        kpm = _padding(key_padding_mask, query, keys)
+        prepared = self.score.prepare_keys(keys) if prepared_keys is None else prepared_keys
+        s = self.score.score_prepared(query, prepared)                   # score (..., L, S)
+        allowed = _allowed(attn_mask, kpm, s.shape)                       # mask
+        if allowed is not None and any_nonfinite(values.data, keys.data, prepared.data):  # rare: garbage
+            s, values = self._clear_hidden(query, keys, values, prepared_keys, kpm, allowed, s.shape)
+        weights = masked_softmax(s, allowed)                              # softmax
+        return weights @ values, weights                                  # weighted sum (..., L, S) @ (..., S, Dv)
+
+    def _clear_hidden(self, query, keys, values, prepared_keys, kpm, allowed, shape):
+        """-> (scores, values) recomputed with the NaN/inf at key positions no query may see set to 0.
+
+        No backward here is mask-aware (0 * NaN = NaN), so garbage nobody attends is cleared before anything
+        sees it: padding from the raw keys before prepare_keys (whose projection's weight gradient is
+        g^T keys) and from the values; then the columns attn_mask hides from every query. Clearing what no
+        query sees changes no allowed result. Garbage shown to some queries and hidden from others raises.
+        """
+        if kpm is not None:
             values = _clear_padding(values, kpm)
             if prepared_keys is None:
                 keys = _clear_padding(keys, kpm)
             else:
                 prepared_keys = _clear_padding(prepared_keys, kpm)  # prepared by the caller: clear what we got
         prepared = self.score.prepare_keys(keys) if prepared_keys is None else prepared_keys
-        s = self.score.score_prepared(query, prepared)  # (..., L, S)
-        allowed = None
-        if attn_mask is not None:
-            allowed = as_bool_mask(attn_mask, "attn_mask")
-            check_broadcast(allowed, s.shape, "attn_mask")
-            check_polarity(allowed, "attn_mask")
-        if kpm is not None:
-            pad = key_padding_to_attn_mask(kpm, ndim=s.ndim)  # (B, 1, ..., S), True = may attend
-            allowed = pad if allowed is None else allowed & pad
-        if attn_mask is not None:  # garbage the attn_mask hides from every query is cleared, as padding is
-            hidden = _nonfinite_hidden_by_mask(prepared.data, values.data, allowed, s.shape)
-            if hidden is not None:
-                values = _clear_positions(values, hidden)
-                if prepared_keys is None:
-                    prepared = self.score.prepare_keys(_clear_positions(keys, hidden))
-                else:
-                    prepared = _clear_positions(prepared, hidden)
-                s = self.score.score_prepared(query, prepared)
-        weights = masked_softmax(s, allowed)
-        return weights @ values, weights  # (..., L, S) @ (..., S, Dv)
+        hidden = _nonfinite_hidden_by_mask(prepared.data, values.data, allowed, shape)
+        if hidden is not None:
+            values = _clear_positions(values, hidden)
+            if prepared_keys is None:
+                prepared = self.score.prepare_keys(_clear_positions(keys, hidden))
+            else:
+                prepared = _clear_positions(prepared, hidden)
+        return self.score.score_prepared(query, prepared), values

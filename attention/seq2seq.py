@@ -9,9 +9,11 @@ from minigrad.nn import Embedding, GRUCell, Linear, Module
 from minigrad.ops import gru_sequence
 
 from .luong import LOCAL_MODES, LuongLocalAttention
-from .masks import padding_mask_from_lengths
+from .masks import check_int, padding_mask_from_lengths
 from .scores import Attention, Score, make_score
 from .tokens import BOS, EOS, PAD
+
+__all__ = ("Seq2Seq",)
 
 # Bahdanau's ordering: at step t the previous decoder state s_{t-1} is the query; the context c_t it
 # reads feeds the GRU with the previous token, and the output layer sees [s_t; c_t].
@@ -140,8 +142,7 @@ class Seq2Seq(Module):
         Defaults are the ids of attention.tokens (also attention.tasks'): PAD = 0, BOS = 1, EOS = 2; eos=None
         decodes max_len steps.
         """
-        if isinstance(max_len, bool) or not isinstance(max_len, (int, np.integer)) or max_len < 0:
-            raise ValueError(f"Seq2Seq.greedy: max_len must be an integer >= 0, got {max_len!r}")
+        max_len = check_int("max_len", max_len, 0, "Seq2Seq.greedy")
         states, s, kpm = self.encode(src, src_lengths)
         if max_len == 0:  # nothing to generate: empty tokens (B, 0) and alignments (B, 0, S)
             B, S = states.shape[0], states.shape[1]

@@ -8,8 +8,13 @@ import numpy as np
 
 from minigrad import Tensor, get_default_dtype, ops
 from minigrad.nn import Dropout, LayerNorm, Linear, Module, ModuleList, normal_, parameter
+from minigrad.nn.functional import silu
 
+from .masks import check_int
 from .multihead import MultiHeadAttention
+
+__all__ = ("TransformerEncoderLayer", "TransformerDecoderLayer", "TransformerEncoder", "TransformerDecoder",
+           "SinusoidalPositionalEncoding", "LearnedPositionalEncoding", "sinusoidal_table", "swiglu")
 
 # Pre-LN (the default here, norm_first=True) puts LayerNorm inside each residual branch, x + f(LN(x)),
 # which trains without warm-up tricks at these sizes; norm_first=False is the original post-LN,
@@ -18,22 +23,30 @@ from .multihead import MultiHeadAttention
 # optional final norm), batch_first=True, so their state dicts load here unchanged. As everywhere in this
 # package, a boolean mask is True where a query *may* attend (PyTorch's layers use the opposite), and a
 # key_padding_mask is True at padding.
-
-_ACTIVATIONS = {"relu": ops.relu, "gelu": ops.gelu}
-
-
-def _activation(name):
-    if name not in _ACTIVATIONS:
-        raise ValueError(f"activation must be one of {sorted(_ACTIVATIONS)}, got {name!r}")
-    return name
+#
+# The MLP's activation is a name ("relu", "gelu", "swiglu") or, as torch's layers allow, any callable (a Module
+# is registered, so its parameters join the state dict). "swiglu" is the gated unit of Shazeer 2020 ("GLU
+# Variants Improve Transformer") that Llama uses: linear1 then has 2 * dim_feedforward rows, the gate's first
+# and the value's after, and the hidden layer is silu(gate) * value. rotary= (a RotaryEmbedding) goes to the
+# self-attention only (see MultiHeadAttention); with bias=False and RMSNorm this is a Llama block's parts.
 
 
-def _path(attention, window, dilation, dropout):
-    """MultiHeadAttention's path arguments; the fast paths have no weight dropout, so it must be 0 for them."""
-    if attention != "dense" and dropout:
-        raise ValueError(f"attention={attention!r} needs dropout=0.0 (it never builds the weights to drop), "
-                         f"got dropout={dropout}")
-    return {"attention": attention, "window": window, "dilation": dilation}
+def swiglu(a):
+    """a (..., 2F) = [gate, value] -> silu(gate) * value (..., F): the SwiGLU hidden layer."""
+    n = a.shape[-1] // 2
+    return silu(a[..., :n]) * a[..., n:]
+
+
+_ACTIVATIONS = {"relu": ops.relu, "gelu": ops.gelu, "swiglu": swiglu}
+
+
+def _activation(act):
+    if callable(act):
+        return act
+    if act not in _ACTIVATIONS:
+        raise ValueError(f"activation must be one of {sorted(_ACTIVATIONS)} or a callable (e.g. a Module), "
+                         f"got {act!r}")
+    return act
 
 
 class _FeedForward(Module):
@@ -42,12 +55,14 @@ class _FeedForward(Module):
     def _init_ff(self, d_model, dim_feedforward, dropout, activation, bias):
         """The MLP's modules, registered where torch's layers have them (after the attention)."""
         self.activation = _activation(activation)
-        self.linear1 = Linear(d_model, dim_feedforward, bias=bias)
+        gated = 2 if activation == "swiglu" else 1  # swiglu: gate and value rows stacked, [0, F) then [F, 2F)
+        self.linear1 = Linear(d_model, gated * dim_feedforward, bias=bias)
         self.dropout = Dropout(dropout)
         self.linear2 = Linear(dim_feedforward, d_model, bias=bias)
 
     def _ff(self, x):
-        return self.linear2(self.dropout(_ACTIVATIONS[self.activation](self.linear1(x))))
+        act = _ACTIVATIONS[self.activation] if isinstance(self.activation, str) else self.activation
+        return self.linear2(self.dropout(act(self.linear1(x))))
 
     def _init_order(self, norm_first, batch_first):
         """norm_first: pre-LN (True, the default here) or post-LN (False, torch's default)."""
@@ -70,12 +85,13 @@ class TransformerEncoderLayer(_FeedForward):
 
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu",
                  layer_norm_eps=1e-5, bias=True, norm_first=True, batch_first=True, attention="dense", window=None,
-                 dilation=1):
-        """attention / window / dilation: the self-attention's path (see MultiHeadAttention); same state dict."""
+                 dilation=1, rotary=None):
+        """attention / window / dilation: the self-attention's path (see MultiHeadAttention); same state dict.
+        rotary: a RotaryEmbedding(d_model // nhead) for the self-attention's q and k, or None."""
         super().__init__()
         self._init_order(norm_first, batch_first)
-        self.self_attn = MultiHeadAttention(d_model, nhead, dropout=dropout, bias=bias, **_path(attention, window,
-                                                                                                 dilation, dropout))
+        self.self_attn = MultiHeadAttention(d_model, nhead, dropout=dropout, bias=bias, attention=attention,
+                                            window=window, dilation=dilation, rotary=rotary)
         self._init_ff(d_model, dim_feedforward, dropout, activation, bias)
         self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
         self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
@@ -101,16 +117,15 @@ class TransformerDecoderLayer(_FeedForward):
 
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu",
                  layer_norm_eps=1e-5, bias=True, norm_first=True, batch_first=True, attention="dense", window=None,
-                 dilation=1):
+                 dilation=1, rotary=None):
         """attention: the self-attention's path; cross-attention is "efficient" when that is asked, else dense
-        (a window over the memory has no meaning)."""
+        (a window over the memory has no meaning). rotary: a RotaryEmbedding for the self-attention only."""
         super().__init__()
         self._init_order(norm_first, batch_first)
-        self.self_attn = MultiHeadAttention(d_model, nhead, dropout=dropout, bias=bias, **_path(attention, window,
-                                                                                                 dilation, dropout))
+        self.self_attn = MultiHeadAttention(d_model, nhead, dropout=dropout, bias=bias, attention=attention,
+                                            window=window, dilation=dilation, rotary=rotary)
         cross = "efficient" if attention == "efficient" else "dense"
-        self.multihead_attn = MultiHeadAttention(d_model, nhead, dropout=dropout, bias=bias,
-                                                 **_path(cross, None, 1, dropout))
+        self.multihead_attn = MultiHeadAttention(d_model, nhead, dropout=dropout, bias=bias, attention=cross)
         self._init_ff(d_model, dim_feedforward, dropout, activation, bias)
         self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
         self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
@@ -144,8 +159,7 @@ class TransformerDecoderLayer(_FeedForward):
 
 def _clones(layer, num_layers, who):
     """num_layers independent deep copies of layer, as torch's stacks make (layers.0, layers.1, ...)."""
-    if not isinstance(num_layers, (int, np.integer)) or isinstance(num_layers, bool) or num_layers < 1:
-        raise ValueError(f"{who}: num_layers must be a positive int, got {num_layers!r}")
+    num_layers = check_int("num_layers", num_layers, 1, who)
     if not isinstance(layer, Module):
         raise TypeError(f"{who}: a layer Module to copy expected, got {type(layer).__name__}")
     return ModuleList([copy.deepcopy(layer) for _ in range(num_layers)])

@@ -15,8 +15,6 @@ Run: python benchmarks/bench_local2d.py [--quick] [--check] [--json benchmarks/l
 """
 import json
 import math
-import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -25,6 +23,9 @@ if __package__ in (None, ""):  # run as a script: make the `benchmarks` package 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
+
+import attention  # here, not inside local2d_pass: the fresh process imports it before its memory baseline
+from minigrad import Tensor
 
 WINDOW = dict(side=128, m=8, E=32)
 KERNEL = 7
@@ -157,7 +158,6 @@ def _numpy_impl(fn):
 
 def _minigrad_impl(attend, q, k, v, g):
     from benchmarks.common import Impl, minigrad_graph_dtypes
-    from minigrad import Tensor
     ts = [Tensor(x.copy(), requires_grad=True) for x in (q, k, v)]
 
     def step():
@@ -178,7 +178,6 @@ def _minigrad_impl(attend, q, k, v, g):
 
 
 def build(kind, side, m, E, dtype, seed=0, kernel=KERNEL, H=1):
-    import attention
     from benchmarks.common import make_impls
     q, k, v, g = make_data(side, E, dtype, seed, H=H)
     if kind == "neighbourhood":
@@ -196,7 +195,6 @@ def build(kind, side, m, E, dtype, seed=0, kernel=KERNEL, H=1):
 def check(impl=None):
     """Tiny sizes in float64 (sides not a multiple of the window or tile): each implementation equals its floor,
     and the floors equal dense attention with the mask (attention.*_reference)."""
-    import attention
     from benchmarks.common import check_impls
     status = {}
     for kind, side, m, kernel in (("window", 10, 4, 7), ("shifted", 11, 4, 7), ("neighbourhood", 19, 4, 5)):
@@ -208,7 +206,6 @@ def check(impl=None):
         if not notes:
             return {impl: "no such implementation in this benchmark"}
         return {impl: next((n for n in notes if n is not None), None)}
-    from minigrad import Tensor
     q, k, v, g = make_data(13, 4, np.float64, H=2)
     ref = attention.neighborhood_attention_2d_reference(*(Tensor(x) for x in (q, k, v)), 5).data
     status["neighbourhood floor = dense with the mask"] = (
@@ -219,15 +216,7 @@ def check(impl=None):
     return status
 
 
-# ---- scaling: time and peak memory, one fresh process per configuration ----------------------------------
-
-def _status_mb(field):
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
-
+# ---- scaling: time and peak memory, one fresh process per configuration (minigrad/utils/memory.py) ------
 
 def global_estimate_mb(side, itemsize=4):
     """Dense forward + backward holds about four (hw)^2 arrays (scores/weights, their gradient, temporaries)."""
@@ -235,30 +224,23 @@ def global_estimate_mb(side, itemsize=4):
     return 4 * n * n * itemsize / 2 ** 20
 
 
-def _child(path, side, m, E, kernel):
-    """Runs in the fresh process: one forward + backward, then prints seconds, cpu and peak over baseline."""
-    import minigrad  # noqa: F401  (imports first: the baseline includes them)
-    import attention
-    from minigrad import Tensor
-    base = _status_mb("VmRSS")
+def local2d_pass(path, side, m, E, kernel):
+    """One forward + backward of one path on random float32 (1, 1, side, side, E): the fresh process's workload."""
     q, k, v, g = make_data(side, E, np.float32)
-    t0, c0 = time.perf_counter(), time.process_time()
     ts = [Tensor(x, requires_grad=True) for x in (q, k, v)]
     if path == "global":
-        B, H, h, w, _ = q.shape
-        out = attention.scaled_dot_product_attention(*(t.reshape(B, H, h * w, E) for t in ts))
-        g = g.reshape(B, H, h * w, E)
+        out = attention.scaled_dot_product_attention(*(t.reshape(1, 1, side * side, E) for t in ts))
+        g = g.reshape(1, 1, side * side, E)
     elif path == "window":
         out = attention.window_attention_2d(*ts, m)
     else:
         out = attention.neighborhood_attention_2d(*ts, kernel)
     out.backward(g)
-    print(json.dumps({"seconds": time.perf_counter() - t0, "cpu_seconds": time.process_time() - c0,
-                      "peak_mb": _status_mb("VmHWM") - base}))
 
 
 def peak_memory(path, side, m=WINDOW["m"], E=WINDOW["E"], kernel=KERNEL, budget_mb=GLOBAL_BUDGET_MB, timeout=900):
     """{path, side, tokens, seconds, cpu_seconds, peak_mb, note}: one fwd+bwd in a fresh process (float32)."""
+    from minigrad.utils import memory
     if path not in PATHS:
         raise ValueError(f"peak_memory: path must be one of {PATHS}, got {path!r}")
     row = {"path": path, "side": side, "tokens": side * side, "seconds": None, "cpu_seconds": None,
@@ -267,14 +249,10 @@ def peak_memory(path, side, m=WINDOW["m"], E=WINDOW["E"], kernel=KERNEL, budget_
         row["note"] = (f"not run: global attention needs about {global_estimate_mb(side):.0f} MB (4 (hw)^2 float32), "
                        f"over the {budget_mb} MB budget")
         return row
-    env = dict(os.environ, OPENBLAS_NUM_THREADS=os.environ.get("OPENBLAS_NUM_THREADS", "1"))
-    root = str(Path(__file__).resolve().parents[1])
-    r = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child", path, str(side), str(m), str(E),
-                        str(kernel)], capture_output=True, text=True, env=env, cwd=root, timeout=timeout)
-    if r.returncode != 0:
-        row["note"] = f"failed (exit {r.returncode}): {r.stderr.strip().splitlines()[-1] if r.stderr else ''}"
-        return row
-    row.update(json.loads(r.stdout.strip().splitlines()[-1]))
+    try:
+        row.update(memory.peak_memory(local2d_pass, path, side, m, E, kernel, timeout=timeout))
+    except RuntimeError as e:
+        row["note"] = str(e)
     return row
 
 
@@ -334,22 +312,19 @@ def summary(recs, mem):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1 and sys.argv[1] == "--child":
-        _child(sys.argv[2], *map(int, sys.argv[3:7]))
+    import argparse
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--check", action="store_true")
+    ap.add_argument("--quick", action="store_true", help="fewer rounds, and the scaling table to side 128")
+    ap.add_argument("--threads", type=int, nargs="+", default=[1])
+    ap.add_argument("--budget", type=float, default=20.0)
+    ap.add_argument("--no-save", action="store_true", help="do not append to results.jsonl")
+    ap.add_argument("--json", default=str(JSON_DEFAULT), help="where to write the summary (default %(default)s)")
+    a = ap.parse_args()
+    if a.check:
+        for name, note in check().items():
+            print(f"  {name}: {'equals the floor' if note is None else note}")
     else:
-        import argparse
-        ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-        ap.add_argument("--check", action="store_true")
-        ap.add_argument("--quick", action="store_true", help="fewer rounds, and the scaling table to side 128")
-        ap.add_argument("--threads", type=int, nargs="+", default=[1])
-        ap.add_argument("--budget", type=float, default=20.0)
-        ap.add_argument("--no-save", action="store_true", help="do not append to results.jsonl")
-        ap.add_argument("--json", default=str(JSON_DEFAULT), help="where to write the summary (default %(default)s)")
-        a = ap.parse_args()
-        if a.check:
-            for name, note in check().items():
-                print(f"  {name}: {'equals the floor' if note is None else note}")
-        else:
-            recs, mem = run(a.threads, a.quick, a.budget, not a.no_save, sides=SIDES[:3] if a.quick else SIDES)
-            Path(a.json).write_text(json.dumps(summary(recs, mem), indent=1, default=str))
-            print(f"wrote {a.json}")
+        recs, mem = run(a.threads, a.quick, a.budget, not a.no_save, sides=SIDES[:3] if a.quick else SIDES)
+        Path(a.json).write_text(json.dumps(summary(recs, mem), indent=1, default=str))
+        print(f"wrote {a.json}")

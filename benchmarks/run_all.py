@@ -1,4 +1,4 @@
-"""Run every benchmark (1 and 2 threads), append to results.jsonl, and write RESULTS.md for the README.
+"""Run every benchmark (1 and 2 threads), append to results.jsonl, write RESULTS.md and docs/speed.md's summary.
 
 Run: python benchmarks/run_all.py [--quick] [--threads 1 2] [--only mha mlp mlp_tiny chain long seq2seq transformer]
 [--check]. A full run takes about 6 minutes; --quick about 2.
@@ -12,12 +12,12 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make the `benchmarks` package importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks import bench_chain, bench_mha, bench_mlp, bench_mlp_tiny, long_attention
+from benchmarks import bench_chain, bench_mha, bench_mlp, bench_mlp_tiny, bench_long_attention
 from benchmarks import bench_seq2seq, bench_transformer
 from benchmarks.common import HERE, RESULTS_JSONL, fmt_time, print_check
 
 BENCHMARKS = {"mha": bench_mha, "mlp": bench_mlp, "mlp_tiny": bench_mlp_tiny, "chain": bench_chain,
-              "long": long_attention}
+              "long": bench_long_attention}
 BENCHMARKS.update({"seq2seq": bench_seq2seq, "transformer": bench_transformer})
 COLUMNS = ("numpy floor", "minigrad", "torch", "autograd (HIPS)", "mygrad", "micrograd")
 # the speed targets, float32, 1 thread: (workload, implementation, at most this many times, the reference's time)
@@ -31,7 +31,7 @@ TARGETS = [(bench_mha.WORKLOAD, "minigrad (Tensor ops)", 1.10, "numpy floor"),
            (bench_transformer.WORKLOAD, "minigrad (attention layers)", 0.90, bench_transformer.FLOOR),
            (bench_transformer.WORKLOAD, "minigrad (attention layers)", 0.90, bench_transformer.MATH),
            # sliding window vs the banded floor
-           (long_attention.WORKLOAD, long_attention.IMPL_NAMES[0], 1.25, "numpy floor")]
+           (bench_long_attention.WORKLOAD, bench_long_attention.IMPL_NAMES[0], 1.25, "numpy floor")]
 
 
 def _column(name):
@@ -111,7 +111,7 @@ def previous_run(run_id):
 
 
 def update_readme(path, records):
-    """Replace the README's block between the bench markers with this run's 1-thread summary."""
+    """Replace the block between the bench markers of docs/speed.md (or `path`) with this run's 1-thread summary."""
     text = Path(path).read_text()
     start, end = "<!-- benchmarks:start -->", "<!-- benchmarks:end -->"
     if start not in text or end not in text:
@@ -168,8 +168,9 @@ def main():
     p.add_argument("--budget", type=float, default=20.0, help="seconds of timing per workload and thread count")
     p.add_argument("--check", action="store_true", help="only run every benchmark's gradient check")
     p.add_argument("--markdown", default=str(HERE / "RESULTS.md"), help="where to write the table")
-    p.add_argument("--readme", default=str(HERE.parent / "README.md"),
-                   help="README whose benchmark block (between its markers) gets this run's summary")
+    p.add_argument("--readme", default=str(HERE.parent / "docs" / "speed.md"),
+                   help="the page whose benchmark block (between its markers) gets this run's summary "
+                        "(default docs/speed.md, which the README's speed headline links)")
     args = p.parse_args()
     if args.check:
         for key in args.only:
@@ -183,7 +184,7 @@ def main():
         records = [rec for rec in map(json.loads, f) if rec["run_id"] == run_id]
     Path(args.markdown).write_text(markdown(records))
     if 1 in args.threads and set(args.only) == set(BENCHMARKS) and update_readme(args.readme, records):
-        print(f"README benchmark block updated: {args.readme}")
+        print(f"benchmark block updated: {args.readme}")
     print(f"\n{len(records)} records appended to {RESULTS_JSONL}; table written to {args.markdown} "
           f"({time.perf_counter() - t0:.0f} s)")
 

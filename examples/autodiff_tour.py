@@ -35,10 +35,12 @@ def attention_layer(rng, L=4, E=8, heads=2):
     return mha, x, loss, weights
 
 
-def attention_figure(loss):
+def attention_figure(loss, mha=None, x=None):
     """The attention layer's graph, folded past 60 nodes and drawn top to bottom: the graph is deep (about 30
-    ops from input to loss), so left to right it is some 3,500 pixels wide and its text unreadable in a page."""
-    return mg.draw_graph(loss, max_nodes=60, rankdir="TB")
+    ops from input to loss), so left to right it is some 3,500 pixels wide and its text unreadable in a page.
+    Its leaves are named: the layer's parameters (in_proj_weight, in_proj_bias, out_proj.weight, ...) and x."""
+    names = {**(dict(mha.named_parameters()) if mha is not None else {}), **({"x (input)": x} if x is not None else {})}
+    return mg.draw_graph(loss, max_nodes=60, rankdir="TB", params=names)
 
 
 def main():
@@ -51,9 +53,10 @@ def main():
 
     # 1. the expression: graph with values and every node's gradient, then the two walks agree
     leaves, loss = expression(rng)
-    text = mg.print_graph(loss, grads=True)
+    names = dict(zip(("x", "w", "b"), leaves))
+    text = mg.print_graph(loss, grads=True, params=names)
     report.text("**The expression `loss = (tanh(w . x + b) - 1)^2` as the engine sees it**\n\n```\n" + text + "\n```")
-    fig = mg.draw_graph(loss, grads=True)
+    fig = mg.draw_graph(loss, grads=True, params=names)
     report.figure(fig, "expression_graph.png", "graph of (tanh(w.x + b) - 1)^2: op, shape, value and gradient")
     mg.reference_backward(loss)
     ref = [l.grad.copy() for l in leaves]
@@ -75,7 +78,7 @@ def main():
     with mg.trace(print_on_exit=False) as tr_attn:
         mha, x, aloss, weights = attention_layer(rng, E=E)
         aloss.backward(retain_graph=True)
-    report.figure(attention_figure(aloss), "attention_graph.png",
+    report.figure(attention_figure(aloss, mha, x), "attention_graph.png",
                   "graph of one multi-head self-attention layer and its loss, top (inputs) to bottom (the loss)")
     by_op = sorted(tr_attn.by_op().items(), key=lambda kv: -(kv[1]["forward_ms"] + kv[1]["backward_ms"]))
     report.table([{"op": op, **s} for op, s in by_op], ["op", "calls", "forward_ms", "backward_ms"],

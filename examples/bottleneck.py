@@ -27,7 +27,8 @@ import minigrad as mg
 from attention import Seq2Seq
 from attention.tokens import EOS, PAD
 from attention.tasks.sequences import SequenceTask
-from plots import head_grid, learning_curves
+from attention.plotting import head_grid
+from plots import learning_curves
 
 MODELS = ("none", "additive", "dot", "general")
 CLAIM = ("an encoder that squeezes the whole source into one fixed-size vector loses information on long "

@@ -25,6 +25,7 @@ def _threads_from_argv(argv):
     return "1"
 
 
+os.environ.setdefault("MPLBACKEND", "Agg")  # file-only figures, whichever module imports pyplot first
 _THREADS = _threads_from_argv(sys.argv[1:])
 if _THREADS.isdigit() and int(_THREADS) >= 1:
     for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
@@ -68,7 +69,8 @@ def parse_args(description, default_out, extra=None, argv=None):
     """The flags every example takes; `extra(parser)` may add its own. Bad flags exit with argparse's message."""
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--seed", type=int, default=0, help="random seed (an integer)")
-    p.add_argument("--quick", action="store_true", help="a smaller run that shows the same effect in under a minute")
+    p.add_argument("--quick", action="store_true",
+                   help="a smaller run that shows the same effect (10 s to 2 min; docs/examples/README.md has each)")
     p.add_argument("--out", default=os.path.join("runs", default_out), help="folder for figures and metrics.json")
     p.add_argument("--threads", type=_threads, default=1, help="BLAS threads (default 1, set before NumPy loads)")
     if extra:
@@ -200,6 +202,15 @@ def _cpu_seconds():
     return t.user + t.system + t.children_user + t.children_system
 
 
+def verdict(head, mode):
+    """The last line of a run: did it reach its target (the tour's "reached" column, for a standalone run)."""
+    if head is None:
+        return "verdict: not judged: this run left out part of the comparison its target needs (e.g. --models)"
+    word = "REACHED" if head["reached"] else "NOT reached"
+    return (f"verdict: target {word} ({mode} settings): {head['headline']} = {_fmt(head['value'])}, "
+            f"target {head['target']}")
+
+
 class Report:
     """Collects an example's tables and figures into section.md and its headline into headline.json.
 
@@ -250,4 +261,5 @@ class Report:
         if self.head is not None:
             head = dict(self.head, seconds=round(seconds, 1), cpu_seconds=round(cpu, 1), quick=bool(self.args.quick))
             write_atomic(os.path.join(self.args.out, "headline.json"), json.dumps(_plain(head), indent=2) + "\n")
+        print(verdict(self.head, mode), flush=True)
         return metrics

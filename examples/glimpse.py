@@ -14,10 +14,11 @@ held-out test set:
 Hard attention is evaluated deterministically (argmax cell, one rollout); its hit rate (the glimpse holds the
 whole object) is reported next to its accuracy, because accuracy alone can hide a policy that never learned.
 
-python examples/glimpse.py [--quick] [--seed N] [--out DIR] [--objects FILE.npz]
+python examples/glimpse.py [--quick] [--seed N] [--out DIR] [--objects FILE.npz] [--glimpse-size 10] [--baseline learned]
+  [--steps N] [--models MODEL ...]
 Writes its PNG figures, metrics.json (its headline numbers), section.md and headline.json under --out.
 """
-from common import Progress, Report, parse_args, pyplot
+from common import Progress, Report, parse_args, positive_int, pyplot
 
 import argparse
 import time
@@ -28,9 +29,9 @@ import minigrad as mg
 from minigrad import optim
 from attention.glimpse import GlimpseClassifier, HardGlimpseNet, PatchGrid, SoftGlimpseNet
 from attention import Categorical
-from attention.plotting import attention_on_image
-from attention.reinforce import Trainer, ValueBaseline
+from attention.reinforce import BASELINES, Trainer, make_baseline
 from attention.tasks.canvases import Canvases, load_objects
+from attention.plotting import attention_on_image, image_overlay
 from plots import learning_curves
 
 MODELS = ["mlp", "center", "random", "hard", "soft", "oracle"]
@@ -47,10 +48,18 @@ def objects_file(path):
 def add_flags(p):
     p.add_argument("--objects", type=objects_file, default=None,
                    help=".npz with 'images' (N, h, w) in [0, 1], h, w <= 8, and integer 'labels' (N,)")
-    p.add_argument("--steps", type=int, default=None, help=argparse.SUPPRESS)   # every model's steps (tests)
-    p.add_argument("--batch", type=int, default=64, help=argparse.SUPPRESS)
-    p.add_argument("--test-size", type=int, default=None, help=argparse.SUPPRESS)
-    p.add_argument("--models", nargs="*", default=None, choices=MODELS, help=argparse.SUPPRESS)
+    p.add_argument("--glimpse-size", type=positive_int, default=10,
+                   help="side of the square glimpse in pixels (default 10; even, so the stride-2 grid fits 32)")
+    p.add_argument("--baseline", choices=BASELINES, default="learned",
+                   help="hard attention's REINFORCE baseline: a learned value of the gist (default), a moving "
+                        "average of the reward, or none")
+    p.add_argument("--steps", type=positive_int, default=None,
+                   help="training steps of every model (default 6000 hard, 3000 the others; --quick: 1000 hard, 250 soft, "
+                        "300 the others)")
+    p.add_argument("--batch", type=positive_int, default=64, help="batch size (default 64)")
+    p.add_argument("--test-size", type=positive_int, default=None, help="held-out test canvases (default 2000; --quick 1000)")
+    p.add_argument("--models", nargs="*", default=None, choices=MODELS, metavar="MODEL",
+                   help=f"train only these models, of {' '.join(MODELS)} (default: all)")
 
 
 def cosine(opt, steps):
@@ -93,11 +102,12 @@ def train_supervised(name, model, logits_fn, task, steps, batch, rng, lr=2e-3):
     return time.process_time() - start
 
 
-def train_hard(net, task, steps, batch, rng, lr=2e-3):
-    """The shared REINFORCE Trainer: 0/1 reward, a learned baseline on the gist (MSE), clip 5, Adam cosine."""
+def train_hard(net, task, steps, batch, rng, lr=2e-3, baseline="learned"):
+    """The shared REINFORCE Trainer: 0/1 reward, a baseline (by default learned on the gist, MSE), clip 5, Adam
+    cosine."""
     net.rng = rng
-    baseline = ValueBaseline(net.policy.gist_side ** 2, hidden=64)
-    opt = optim.Adam(net.parameters() + baseline.parameters(), lr=lr)
+    baseline = make_baseline(baseline, net.policy.gist_side ** 2, hidden=64)
+    opt = optim.Adam(net.parameters() + (baseline.parameters() if baseline is not None else []), lr=lr)
     sched = cosine(opt, steps)
     trainer = Trainer(net, optimizer=opt, baseline=baseline, max_grad_norm=5.0)
     progress = Progress(steps, label="  hard ")
@@ -118,6 +128,8 @@ def train_hard(net, task, steps, batch, rng, lr=2e-3):
 
 
 def _mlp_macs(module):
+    if not hasattr(module, "modules"):  # no baseline, or a moving average: no network to run
+        return 0
     return sum(m.in_features * m.out_features for m in module.modules() if isinstance(m, mg.nn.Linear))
 
 
@@ -157,13 +169,7 @@ def tracks_figure(net, test, grid, n=8):
     extent = (left, left + grid.n * grid.stride, left + grid.n * grid.stride, left)
     for k in range(n):
         ax = axes[0, k]
-        ax.imshow(x[k], cmap="gray", vmin=0, vmax=1)
-        b = boxes[k]
-        ax.add_patch(plt.Rectangle((b[1] - 0.5, b[0] - 0.5), b[3], b[2], fill=False, ec="lime", lw=1, ls="--"))
-        ax.add_patch(plt.Rectangle((c[k] - 0.5, r[k] - 0.5), grid.size, grid.size, fill=False, ec="red", lw=1.5))
-        ax.set_title(f"label {y[k]}", fontsize=8)
-        ax.set_xticks([])
-        ax.set_yticks([])
+        image_overlay(ax, x[k], box=boxes[k], patch=(r[k], c[k], grid.size, grid.size), title=f"label {y[k]}")
         ax2 = axes[1, k]  # the policy over the canvas: cell (i, j) drawn at its glimpse's centre, a stride wide
         attention_on_image(x[k], probs[k], grid=(grid.n, grid.n), axes=[ax2], extent=extent, vmax=top,
                            colorbar=False, cmap="viridis", alpha=0.75)
@@ -182,7 +188,7 @@ def main():
     args = parse_args("E9: hard vs soft attention on cluttered glimpse canvases. Over the 5-minute budget: the default "
                       "run costs 276 CPU-s and 1053 s of wall time on a 2-core machine shared with other jobs "
                       "(timed on 2026-12-02 at a load of about 6.4, docs/examples/README.md); "
-                      "--quick takes about a minute.", "glimpse",
+                      "--quick takes about 1-2 minutes (63 CPU-s).", "glimpse",
                       extra=add_flags)
     objects = "built-in glyphs" if args.objects is None else f"{len(args.objects[0])} user objects"
     report = Report(args, "glimpse", claim=CLAIM)
@@ -192,7 +198,10 @@ def main():
     test_size = args.test_size or (1000 if quick else 2000)
     task = Canvases(size=32, objects=args.objects, num_test=test_size, seed=args.seed)
     C = task.num_classes
-    grid = PatchGrid(32, 10, 2)
+    try:
+        grid = PatchGrid(32, args.glimpse_size, 2)
+    except ValueError as e:
+        raise SystemExit(f"glimpse.py: --glimpse-size {args.glimpse_size}: {e}") from None
     steps = {"mlp": 3000, "center": 3000, "random": 3000, "hard": 6000, "soft": 3000, "oracle": 3000}
     if quick:
         steps = {"mlp": 300, "center": 300, "random": 300, "hard": 1000, "soft": 250, "oracle": 300}
@@ -209,7 +218,7 @@ def main():
         n = steps[name]
         if name == "hard":
             net = hard_net = HardGlimpseNet(C, grid)
-            secs, curves, trainer, base_macs = train_hard(net, task, n, B, r)
+            secs, curves, trainer, base_macs = train_hard(net, task, n, B, r, baseline=args.baseline)
             res = trainer.evaluate((task.test[0], task.test[2]), task.test[1], batch_size=500)
             acc, hit = res["accuracy"], res["hit_rate"]
             pixels, glimpses, macs = net.values_read(), 1, net.macs() + base_macs
@@ -248,12 +257,14 @@ def main():
 
     report.claim = claim_from(results)
     rows = [dict(model=k, **{c: v for c, v in m.items()}) for k, m in results.items()]
+    g = grid.size
     report.text(f"Objects: {objects} ({C} classes), 32x32 canvases with 4 clutter fragments; fixed test set of "
                 f"{test_size} canvases{'' if args.objects is None else ' from held-out source objects'}. "
-                "`pixels_read` counts the values a model reads per item: hard reads its 16x16 gist (256 values) "
-                "plus one 10x10 glimpse (the pooling that makes the gist touches all 1,024 pixels: counted that "
-                "way, 1,124); soft reads all 144 overlapping 10x10 patches (14,400 values). `train_seconds` is "
-                "process CPU time.")
+                f"`pixels_read` counts the values a model reads per item: hard reads its 16x16 gist (256 values) "
+                f"plus one {g}x{g} glimpse (the pooling that makes the gist touches all 1,024 pixels: counted that "
+                f"way, {1024 + g * g:,}); soft reads all {grid.count} overlapping {g}x{g} patches "
+                f"({grid.count * g * g:,} values). Hard attention's REINFORCE baseline: {args.baseline}. "
+                "`train_seconds` is process CPU time.")
     report.table(rows, ["model", "accuracy", "hit_rate", "glimpses", "pixels_read", "multiply_adds",
                         "train_steps", "train_seconds"], title="E9: accuracy on the held-out test canvases")
     metrics = {"models": {k: {c: m[c] for c in ("accuracy", "hit_rate", "pixels_read", "glimpses", "train_steps",
@@ -261,7 +272,7 @@ def main():
     if hard_net is not None:
         report.figure(tracks_figure(hard_net, task.test, grid), "glimpse_tracks.png",
                       "hard attention on test canvases: the glimpse it reads (red) and the object (green); "
-                      "below, the policy's probabilities over the 12x12 glimpse cells")
+                      f"below, the policy's probabilities over the {grid.n}x{grid.n} glimpse cells")
         report.figure(learning_curves({"reward (training accuracy)": (curves["step"], curves["reward"]),
                                        "hit rate (sampled glimpse)": (curves["step"], curves["hit_rate"])},
                                       title="hard attention while training", ylabel="fraction of the batch"),

@@ -18,7 +18,7 @@ import minigrad as mg
 from attention import MultiHeadAttention
 from attention.tasks.recall import TwoMarker
 from minigrad import nn, optim
-from plots import attention_heatmap, head_grid
+from attention.plotting import attention_heatmap, head_grid
 
 HEADS = (1, 2, 4, 8)
 

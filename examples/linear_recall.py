@@ -5,7 +5,7 @@ and values fold into one E x Ev state and cost grows as L instead of L^2. The pr
 feature map cannot single out one key among many the way a softmax can. Part (a) trains the same one-layer
 model (the pairs as tokens, the query key attending them; single head, d 64) with softmax and with linear
 attention on recall over 8 and 32 pairs; part (b) times forward + backward of causal attention (one head, d 64,
-float32) against L with benchmarks/linear_attention.py and reports the crossover length.
+float32) against L, as benchmarks/bench_linear_attention.py does, and reports the crossover length.
 
 python examples/linear_recall.py [--quick] [--seed N] [--out DIR]
 Recipe (default): 64 keys, 16 values, 1,000 held-out rows; Adam 3e-3, 800 steps of 64; L = 256 ... 8,192.
@@ -19,8 +19,8 @@ import numpy as np
 import minigrad as mg
 from attention import linear_attention, scaled_dot_product_attention
 from attention.tasks.recall import Recall
-from benchmarks.linear_attention import measure
 from minigrad import nn
+from minigrad.utils.memory import attention_inputs, attention_step, measure
 
 KINDS = ("softmax", "linear")
 CLAIM = ("linear attention trades the softmax's sharp selection for cost linear in L: it recalls less well "
@@ -66,6 +66,14 @@ def train(kind, pairs, s, index):
     return {"attention": kind, "pairs": pairs, "accuracy": acc}
 
 
+def measure_cost(kind, L, repeats=2):
+    """Time (best of repeats) and traced peak memory of one causal forward + backward, batch 1, d 64, float32."""
+    q, k, v, g = (x[None] for x in attention_inputs(L, 64))                    # (1, L, 64)
+    kernel, kw = ((scaled_dot_product_attention, {"is_causal": True}) if kind == "softmax"
+                  else (linear_attention, {"causal": True}))
+    return {"path": kind, "L": L, **measure(lambda: attention_step(kernel, q, k, v, g, **kw), repeats)}
+
+
 def plot_cost(rows):
     plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.5))
@@ -94,7 +102,7 @@ def main():
     report = Report(args, "linear_recall", claim=CLAIM)
     acc = [train(kind, p, s, i) for i, (p, kind) in enumerate((p, k) for p in args.pairs for k in KINDS)]
     report.table(acc, ["attention", "pairs", "accuracy"], title=f"held-out recall accuracy ({s['steps']} steps)")
-    cost = [measure(kind, L, repeats=2) for L in lengths for kind in KINDS]
+    cost = [measure_cost(kind, L) for L in lengths for kind in KINDS]
     report.table(cost, ["path", "L", "seconds", "peak_mb"], title="forward + backward of causal attention, one head, "
                                                                   "d = 64, float32 (best of 2; tracemalloc peak)")
     t = {(r["path"], r["L"]): r for r in cost}

@@ -20,8 +20,8 @@ import numpy as np
 
 import minigrad as mg
 from attention import SinusoidalPositionalEncoding, sliding_window_attention
-from benchmarks.long_attention import DENSE_BUDGET_MB, dense_estimate_mb, peak_memory
 from minigrad import nn, optim
+from minigrad.utils.memory import DENSE_BUDGET_MB, attention_peak, dense_estimate_mb
 
 WINDOW = 2  # w of part (a)
 LENGTHS = [1024, 2048, 4096, 8192, 16384]  # L of part (b)
@@ -146,7 +146,7 @@ def scaling_table(args):
     rows = []
     for L in args.lengths:
         for path in ("dense", "window", "efficient"):
-            r = peak_memory(path, L, w=128, E=64)
+            r = attention_peak(path, L, w=128, E=64)
             rows.append(r)
             shown = f"{r['peak_mb']:.0f} MB, {r['seconds']:.2f} s" if r["peak_mb"] is not None else r["note"]
             print(f"scaling: {path:>9} L={L:>6}: {shown}", flush=True)

@@ -19,7 +19,7 @@ import numpy as np
 
 import minigrad as mg
 from attention import masked_softmax, memory_efficient_attention
-from benchmarks.long_attention import DENSE_BUDGET_MB, dense_estimate_mb, peak_memory
+from minigrad.utils.memory import DENSE_BUDGET_MB, attention_peak, dense_estimate_mb
 
 LENGTHS = [1024, 4096, 16384]  # L of the memory measurements
 QUICK_LENGTHS = [512, 1024, 2048]  # --quick: three points, so the growth in L can be read off the figure
@@ -73,10 +73,10 @@ def equality(args, rng):
 def memory(args):
     rows = []
     for L in args.lengths:
-        r = peak_memory("dense", L)
+        r = attention_peak("dense", L)
         rows.append(dict(r, chunk=None))
         for chunk in args.chunks:
-            rows.append(dict(peak_memory("efficient", L, chunk=chunk), chunk=chunk))
+            rows.append(dict(attention_peak("efficient", L, chunk=chunk), chunk=chunk))
     for r in rows:
         r["path"] = "naive (dense)" if r["path"] == "dense" else f"efficient, chunk {r['chunk']}"
         print(f"memory: {r['path']:<22} L={r['L']:>6}: " + (f"{r['peak_mb']:.0f} MB, {r['seconds']:.2f} s"

@@ -16,7 +16,7 @@ import numpy as np
 import minigrad as mg
 from attention.functional import masked_softmax
 from attention.tasks.recall import pooling_function, pooling_regression
-from plots import attention_heatmap
+from attention.plotting import attention_heatmap
 
 
 def pool(queries, keys, values, w, exclude_self=False):

@@ -200,7 +200,7 @@ def main():
     args = parse_args("E7: strided vs fixed vs local sparse attention patterns. Over the 5-minute budget: the default "
                       "run costs 207 CPU-s and 354 s of wall time on a 2-core machine shared with other jobs "
                       "(timed on 2026-12-02 at a load of about 3.2, docs/examples/README.md); "
-                      "--quick runs in under a minute.", "sparse_patterns",
+                      "--quick takes about 30 s.", "sparse_patterns",
                       extra=add_flags)
     report = Report(args, "sparse_patterns", claim=CLAIM)
     args.steps = args.steps or (200 if args.quick else 1500)

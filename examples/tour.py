@@ -43,6 +43,7 @@ EXAMPLES = [
     ("extrapolation", "length extrapolation: rotary and ALiBi positions vs learned and sinusoidal, trained at 64 (E12)"),
     ("kv_heads", "grouped-query and multi-query heads: recall kept, KV cache cut by H / H_kv (E13)"),
     ("linear_recall", "linear vs softmax attention: recall accuracy, and time and memory against L (E14)"),
+    ("tiny_llama", "a Llama-architecture decoder learns sums as text and crosses to Hugging Face's Llama and back"),
 ]
 
 

@@ -25,7 +25,8 @@ from attention.masks import padding_mask_from_lengths
 from attention.tokens import BOS, EOS, PAD
 from attention.tasks.sequences import SequenceTask
 from minigrad import nn
-from plots import head_grid, learning_curves
+from attention.plotting import head_grid
+from plots import learning_curves
 
 TASKS = ("reverse", "sort")
 CLAIM = ("cross-attention: the queries come from one sequence (the decoder's) and the keys and values from "

@@ -7,15 +7,8 @@ of its own; requires_grad=True makes a float result a leaf.
 import numpy as np
 
 from .dtypes import get_default_dtype
-from .ops._args import _shape_arg
+from .interop import _size_arg
 from .tensor import Tensor
-
-
-def _size(size, name):
-    size = tuple(size[0]) if len(size) == 1 and isinstance(size[0], (tuple, list)) else tuple(size)
-    if any(not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 0 for n in size):
-        raise ValueError(f"{name}: size must be non-negative ints, got {size}")
-    return size
 
 
 def _infer(value):
@@ -35,17 +28,17 @@ def _data(x):
 
 def zeros(*size, requires_grad=False, dtype=None):
     """A Tensor of zeros of `size` (a tuple or separate ints; default float dtype), as torch.zeros."""
-    return Tensor(np.zeros(_shape_arg(size), dtype or get_default_dtype()), requires_grad)
+    return Tensor(np.zeros(_size_arg(size, "zeros"), dtype or get_default_dtype()), requires_grad)
 
 
 def ones(*size, requires_grad=False, dtype=None):
     """A Tensor of ones of `size` (a tuple or separate ints; default float dtype), as torch.ones."""
-    return Tensor(np.ones(_shape_arg(size), dtype or get_default_dtype()), requires_grad)
+    return Tensor(np.ones(_size_arg(size, "ones"), dtype or get_default_dtype()), requires_grad)
 
 
 def full(size, fill_value, dtype=None, requires_grad=False):
     """A tensor of shape `size` filled with fill_value (its dtype inferred as torch does)."""
-    size = _size((size,) if isinstance(size, (int, np.integer)) else (tuple(size),), "full")
+    size = _size_arg((size,) if isinstance(size, (int, np.integer)) else (tuple(size),), "full")
     return Tensor(np.full(size, fill_value, np.dtype(dtype) if dtype is not None else _infer(fill_value)),
                   requires_grad)
 
@@ -74,11 +67,20 @@ def eye(n, m=None, dtype=None, requires_grad=False):
     return Tensor(np.eye(n, m, dtype=dtype or get_default_dtype()), requires_grad)
 
 
+def _numeric(op, dtype):
+    """dtype, refused unless integer or float: a range of bools has no meaning (torch: not implemented for Bool)."""
+    dtype = np.dtype(dtype)
+    if dtype.kind not in "iuf":
+        raise TypeError(f"{op}: dtype must be an integer or floating dtype, got {dtype}"
+                        + (" (torch does not implement it for bool either)" if dtype.kind == "b" else ""))
+    return dtype
+
+
 def linspace(start, end, steps, dtype=None, requires_grad=False):
     """`steps` evenly spaced values from start to end inclusive (steps is required, as in torch)."""
     if not isinstance(steps, (int, np.integer)) or steps < 0:
         raise ValueError(f"linspace: steps must be a non-negative int, got {steps!r}")
-    dtype = np.dtype(dtype or get_default_dtype())
+    dtype = _numeric("linspace", dtype or get_default_dtype())
     if dtype.kind in "iu":  # as torch: start and end truncated to integers, float64 steps (the first half
         start, end = int(start), int(end)  # counted from start, the rest back from end), truncated toward 0
         i = np.arange(steps, dtype=np.float64)  # (NumPy's linspace floors them)
@@ -99,7 +101,7 @@ def arange(start, end=None, step=1, dtype=None, requires_grad=False):
         raise TypeError(f"arange: start, end and step must be numbers, got {args}")
     if dtype is None:
         dtype = np.int64 if all(isinstance(v, (int, np.integer)) for v in args) else get_default_dtype()
-    dtype = np.dtype(dtype)
+    dtype = _numeric("arange", dtype)
     if dtype.kind == "f":  # as torch: count the steps in float64, then cast (np.arange in float32 can overshoot)
         n = max(0, int(np.ceil((end - start) / step)))
         return Tensor((start + step * np.arange(n, dtype=np.float64)).astype(dtype), requires_grad)

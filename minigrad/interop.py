@@ -104,9 +104,10 @@ class Size(int):
         return self.shape[dim]
 
 
-def _size_arg(size):
-    """A shape given as separate ints or one tuple/list (torch's *size)."""
+def _size_arg(size, who=None):
+    """A shape given as separate ints or one tuple/list (torch's *size), checked: non-negative ints (the one
+    checked parser; the factories use it too). who: the function to name in the error."""
     size = tuple(size[0]) if len(size) == 1 and isinstance(size[0], (tuple, list)) else tuple(size)
     if not all(isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n >= 0 for n in size):
-        raise ValueError(f"size must be non-negative ints, got {size}")
+        raise ValueError(f"{who + ': ' if who else ''}size must be non-negative ints, got {size}")
     return size

@@ -228,6 +228,24 @@ class Tensor(Interop):
         """Copy src's values (broadcast to this shape, converted to this dtype) into self, in place."""
         return self._inplace("copy_", None, src)
 
+    def masked_fill_(self, mask, value):
+        """Set the entries where the boolean mask (broadcast to this shape) is True to value, in place."""
+        m = data_of(mask)
+        if not isinstance(m, np.ndarray) or m.dtype != bool:
+            raise TypeError(f"masked_fill_: mask must be a boolean tensor or array, got {type(mask).__name__} "
+                            f"of dtype {getattr(m, 'dtype', None)}")
+        if np.ndim(data_of(value)) != 0:
+            raise ValueError(f"masked_fill_: value must be a number or a 0-d tensor, got shape "
+                             f"{np.shape(data_of(value))}")
+        try:
+            fits = np.broadcast_shapes(m.shape, self.shape) == self.shape
+        except ValueError:
+            fits = False
+        if not fits:
+            raise ValueError(f"masked_fill_: mask of shape {m.shape} does not broadcast to this tensor's shape "
+                             f"{self.shape}")
+        return self._inplace("masked_fill_", None, np.where(m, data_of(value), self.data))
+
     # comparisons give plain boolean tensors (no gradient)
     def __eq__(self, other): return Tensor(self.data == data_of(other))
     def __ne__(self, other): return Tensor(self.data != data_of(other))
@@ -238,6 +256,14 @@ class Tensor(Interop):
     def __invert__(self): return Tensor(~self.data)
     def __and__(self, other): return Tensor(_int_op(np.bitwise_and, self.data, other))
     def __or__(self, other): return Tensor(_int_op(np.bitwise_or, self.data, other))
+
+    def any(self, dim=None, keepdim=False):
+        """True where any entry (along dim, or of all) is nonzero: a boolean tensor without gradient."""
+        return Tensor(np.any(self.data, axis=dim, keepdims=keepdim))
+
+    def all(self, dim=None, keepdim=False):
+        """True where every entry (along dim, or of all) is nonzero: a boolean tensor without gradient."""
+        return Tensor(np.all(self.data, axis=dim, keepdims=keepdim))
 
     def numel(self):
         """The number of elements (as torch.numel)."""

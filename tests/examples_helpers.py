@@ -19,8 +19,22 @@ def run_ok(name, out, *args, timeout=300):
     """Run an example that must succeed; returns its metrics.json as a dict."""
     r = run_example(name, "--out", out, *args, timeout=timeout)
     assert r.returncode == 0, f"{name} failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+    assert_verdict(r.stdout, out)
     with open(os.path.join(out, "metrics.json")) as f:
         return json.load(f)
+
+
+def assert_verdict(stdout, out):
+    """A standalone run ends by saying whether it reached its target, as its headline.json says."""
+    lines = [ln for ln in stdout.splitlines() if ln.startswith("verdict: ")]
+    assert len(lines) == 1, f"expected one 'verdict: ' line in the output, got {lines}"
+    path = os.path.join(out, "headline.json")
+    if not os.path.exists(path):
+        assert lines[0].startswith("verdict: not judged"), lines[0]
+        return
+    with open(path) as f:
+        reached = json.load(f)["reached"]
+    assert ("target REACHED" if reached else "target NOT reached") in lines[0], lines[0]
 
 
 def assert_report_files(out):

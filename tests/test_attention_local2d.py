@@ -156,6 +156,23 @@ def test_window_covering_the_image_is_global(float64):
     np.testing.assert_allclose(window_attention_2d(q, k, v, 4).data.reshape(1, 1, 16, 3), dense.data, atol=1e-12)
 
 
+@pytest.mark.parametrize("kernel", ["window", "neighborhood"])
+def test_a_nan_reaches_only_the_queries_that_may_meet_it(kernel):
+    """A NaN value at token t changes exactly the outputs of the queries the mask lets attend t, although the
+    kernels' windows or tiles hold t beside queries that may not (the masked pairs are selected out)."""
+    h, w = 8, 11
+    t = 0 if kernel == "window" else 4 * w + 5                # (0, 0): rolled into a window of 3 shift regions
+    q, k, v = (mg.tensor(rng.standard_normal((1, 2, h, w, 3))) for _ in range(3))
+    v.data[0, :, t // w, t % w, 0] = np.nan
+    if kernel == "window":
+        out, mask = window_attention_2d(q, k, v, 4, 2), window_mask_2d(h, w, 4, 2)
+    else:
+        out, mask = neighborhood_attention_2d(q, k, v, 3), neighborhood_mask_2d(h, w, 3)
+    reached = np.isnan(out.data).any(-1).reshape(2, h * w)
+    np.testing.assert_array_equal(reached, np.broadcast_to(mask[:, t], (2, h * w)))
+    assert 0 < mask[:, t].sum() < h * w
+
+
 # ---- first and second derivatives -------------------------------------------------------------------------
 
 def test_window_attention_gradcheck_and_gradgradcheck(float64):
@@ -163,6 +180,10 @@ def test_window_attention_gradcheck_and_gradgradcheck(float64):
     f = lambda q, k, v, b: window_attention_2d(q, k, v, 2, 1, b)  # noqa: E731  (padding, shift and bias)
     assert mg.gradcheck(f, q, k, v, b)
     assert mg.gradgradcheck(f, q, k, v, b)
+    q, k, v = t64(1, 1, 4, 4, 2), t64(1, 1, 4, 4, 2), t64(1, 1, 4, 4, 2)
+    plain = lambda q, k, v: window_attention_2d(q, k, v, 2)  # noqa: E731  (no mask at all: plain softmax)
+    assert mg.gradcheck(plain, q, k, v)
+    assert mg.gradgradcheck(plain, q, k, v)
 
 
 def test_neighborhood_attention_gradcheck_and_gradgradcheck(float64):

@@ -93,7 +93,7 @@ def test_torch_parity_stacks(norm_first):
 
 def test_stack_bad_input():
     layer = TransformerEncoderLayer(4, 2, 6)
-    with pytest.raises(ValueError, match=r"TransformerEncoder: num_layers must be a positive int, got 0"):
+    with pytest.raises(ValueError, match=r"TransformerEncoder: num_layers must be an integer >= 1, got 0"):
         TransformerEncoder(layer, 0)
     with pytest.raises(TypeError, match=r"TransformerDecoder: a layer Module to copy expected, got int"):
         TransformerDecoder(3, 2)

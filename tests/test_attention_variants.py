@@ -263,7 +263,7 @@ def test_cache_bad_input(float64):
         m(t64(3, 1, 4), is_causal=True, cache=cache)
     with pytest.raises(ValueError, match=r"positions \[2, 4\) go beyond the cache's max_len=3"):
         m(t64(2, 2, 4), is_causal=True, cache=cache)
-    with pytest.raises(ValueError, match="max_len must be a positive integer"):
+    with pytest.raises(ValueError, match="KVCache: max_len must be an integer >= 1"):
         KVCache(max_len=0)
     with pytest.raises(ValueError, match="cache= needs attention='dense'"):
         MultiHeadAttention(4, 2, attention="efficient")(t64(2, 1, 4), cache=KVCache())
@@ -299,7 +299,7 @@ def test_linear_attention_formula_by_hand_and_feature_map():
         linear_attention(q, k, v, feature_map="softmax")
     with pytest.raises(ValueError, match="causal=True needs as many queries as keys"):
         linear_attention(q[:3], k, v, causal=True)
-    with pytest.raises(ValueError, match="k .* and v .* must share S"):
+    with pytest.raises(ValueError, match="linear_attention: key .* and value .* must share S"):
         linear_attention(q, k, v[:4])
 
 

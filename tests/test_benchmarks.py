@@ -10,10 +10,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for `benchmarks`
 
-from benchmarks import bench_chain, bench_mha, bench_mlp, bench_mlp_tiny, long_attention  # noqa: E402
+from benchmarks import bench_chain, bench_mha, bench_mlp, bench_mlp_tiny, bench_long_attention  # noqa: E402
 from benchmarks import bench_local2d, bench_seq2seq, bench_transformer  # noqa: E402
 
-CASES = [(m, name) for m in (bench_mha, bench_mlp, bench_mlp_tiny, bench_chain, long_attention, bench_seq2seq,
+CASES = [(m, name) for m in (bench_mha, bench_mlp, bench_mlp_tiny, bench_chain, bench_long_attention, bench_seq2seq,
                              bench_transformer, bench_local2d) for name in m.IMPL_NAMES]
 
 
@@ -84,10 +84,10 @@ def test_page_faults_are_counted_per_call():
 
 def test_long_attention_peak_memory_row():
     """A fresh process measures one configuration; dense past the budget is refused before allocating."""
-    from benchmarks import long_attention
-    row = long_attention.peak_memory("window", 512, w=16, E=8)
+    from benchmarks import bench_long_attention
+    row = bench_long_attention.peak_memory("window", 512, w=16, E=8)
     assert row["peak_mb"] is not None and row["peak_mb"] >= 0 and row["seconds"] > 0, row
-    big = long_attention.peak_memory("dense", 1 << 20)
+    big = bench_long_attention.peak_memory("dense", 1 << 20)
     assert big["peak_mb"] is None and "not run" in big["note"]
 
 
@@ -101,3 +101,20 @@ def test_local2d_floors_equal_dense_and_scaling_rows():
     assert row["peak_mb"] is not None and row["peak_mb"] >= 0 and row["seconds"] > 0, row
     big = bench_local2d.peak_memory("global", 256)
     assert big["peak_mb"] is None and "not run" in big["note"]
+
+
+def test_bench_threads_times_each_workload_at_both_thread_counts(monkeypatch, blas_threads_wanted):
+    """bench_threads switches the BLAS thread count between samples: each step sees the count it is filed under."""
+    pytest.importorskip("threadpoolctl")
+    import minigrad as mg
+    from benchmarks import bench_threads
+    seen = []
+    monkeypatch.setattr(bench_threads, "workloads", lambda: {"tiny": lambda: seen.append(mg.get_num_threads())})
+    try:
+        times = bench_threads.run(default=2, rounds=2, min_s=0.0)
+    finally:
+        mg.set_num_threads(blas_threads_wanted or 1)
+    assert set(times) == {("tiny", 1), ("tiny", 2)} and all(len(v) == 2 for v in times.values())
+    assert set(seen) == {1, 2}
+    text = bench_threads.table(times, 2, 0.5)
+    assert "| tiny |" in text and "default / 1 thread" in text

@@ -1,7 +1,7 @@
 """Every ```python block of README.md, docs/*.md and docs/examples/*.md runs, each file's blocks top to bottom in
 one namespace, as a reader types them. A block that cannot run here carries a visible marker on the line
 before it, `<!-- doc-test: skip: REASON -->`, which this test honours and reports; a block that imports torch
-skips when torch is missing. (docs/tutorial.md runs as one program in tests/test_docs.py, which also checks
+(or transformers) skips when that package is missing. (docs/tutorial.md runs as one program in tests/test_docs.py, which also checks
 what it prints.)"""
 import importlib.util
 import re
@@ -52,8 +52,10 @@ def test_every_python_block_runs(path, tmp_path, monkeypatch, capsys):
             if reason is not None:
                 skipped.append(f"{name}:{line}: {reason}")
                 continue
-            if re.search(r"^import torch|^from torch", code, flags=re.M) and not importlib.util.find_spec("torch"):
-                skipped.append(f"{name}:{line}: needs torch")
+            needs = [m for m in ("torch", "transformers")
+                     if re.search(rf"^import {m}|^from {m}", code, flags=re.M) and not importlib.util.find_spec(m)]
+            if needs:
+                skipped.append(f"{name}:{line}: needs {', '.join(needs)}")
                 continue
             exec(compile(code, f"{name} (the block at line {line})", "exec"), namespace)
     finally:

@@ -1,10 +1,10 @@
-"""The code in the README's "From minigrad to PyTorch" section runs as written (each block marked as tested)."""
+"""The code in docs/porting.md's "From minigrad to PyTorch" section runs as written (each block marked as tested)."""
 import re
 from pathlib import Path
 
 import pytest
 
-DOC = Path(__file__).resolve().parent.parent / "README.md"
+DOC = Path(__file__).resolve().parent.parent / "docs" / "porting.md"
 MARK = "<!-- tested by tests/test_docs_pytorch.py -->"
 
 

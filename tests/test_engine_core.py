@@ -471,7 +471,7 @@ def test_tensor_basics():
     with pytest.raises(ValueError, match=r"item.*\(2, 3\)"):
         t.item()
     assert "requires_grad=True" in repr(t) and "grad_fn=<mul>" in repr(t * 2.0)
-    assert mg.Tensor(t).data is t.data  # the class wraps without a copy (mg.tensor copies: see test_issue8)
+    assert mg.Tensor(t).data is t.data  # the class wraps without a copy (mg.tensor copies: see test_engine_edge_cases.py)
     with pytest.raises(ValueError, match=r"ambiguous"):
         bool(t)
 

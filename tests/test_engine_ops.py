@@ -125,6 +125,8 @@ UNARY = [
     ("log", lambda x: x.log(), np.log, "pos"),
     ("sigmoid", lambda x: x.sigmoid(), lambda x: 1 / (1 + np.exp(-x)), "any"),
     ("astype", lambda x: x.astype(np.float64), lambda x: x, "any"),
+    ("square", mg.square, np.square, "any"),
+    ("square", lambda x: x.square(), np.square, "any"),
 ]
 for k, (name, f, ref, dom) in enumerate(UNARY):
     for shape in [(), (2, 3)]:
@@ -191,6 +193,10 @@ EINSUM = [
     ("bhld,bhsd->bhls", [(1, 2, 3, 4), (1, 2, 5, 4)]),
     ("ij,jk,kl->il", [(2, 3), (3, 4), (4, 2)]),
     ("ij->ji", [(2, 3)]),
+    ("ii->i", [(3, 3)]),  # a repeated index: the diagonal, as torch
+    ("ii", [(3, 3)]),  # implicit: the trace
+    ("bii,bi->b", [(2, 3, 3), (2, 3)]),
+    ("iji->j", [(3, 2, 3)]),
 ]
 for spec, shapes in EINSUM:
     row(f"einsum-{spec}", "einsum", (lambda s: lambda *xs: mg.einsum(s, *xs))(spec),

@@ -24,7 +24,7 @@ matplotlib.use("Agg")
 import glimpse  # noqa: E402
 import local_attention  # noqa: E402
 import long_attention  # noqa: E402
-import plots  # noqa: E402
+from attention.plotting import head_grid  # noqa: E402
 import ram  # noqa: E402
 import sparse_patterns  # noqa: E402
 
@@ -104,9 +104,13 @@ def test_autodiff_tour_attention_graph_fits_a_page_with_readable_text():
     import minigrad as mg
     for E in (8, 16):  # quick and default
         mg.manual_seed(0)
-        *_, loss, _ = autodiff_tour.attention_layer(np.random.default_rng(0), E=E)
+        mha, x, loss, _ = autodiff_tour.attention_layer(np.random.default_rng(0), E=E)
         loss.backward(retain_graph=True)
-        fig = autodiff_tour.attention_figure(loss)
+        fig = autodiff_tour.attention_figure(loss, mha, x)
+        labels = " ".join(t.get_text() for t in fig.axes[0].texts)
+        for name in ("in_proj_weight", "in_proj_bias", "out_proj.weight", "out_proj.bias", "x (input)"):
+            assert name in labels, (name, labels)  # every leaf named: weight and bias told apart
+        assert "param " not in labels
         w, h = _png_size(fig)
         assert w <= 1400, (E, w, h)  # a page shows ~900 px: at <= 1400 px the 7 pt text stays legible
         assert min(t.get_fontsize() for t in fig.axes[0].texts) >= 7
@@ -147,7 +151,7 @@ def test_ram_tracks_read_numbers_do_not_overlap(case):
 
 
 def test_heatmap_grids_have_a_colourbar():
-    fig = plots.head_grid(np.random.default_rng(0).random((3, 4, 5)))
+    fig = head_grid(np.random.default_rng(0).random((3, 4, 5)))
     assert len(_colorbars(fig)) == 1  # one scale for every head
     assert len({im.get_clim() for ax in fig.axes for im in ax.images if ax.get_label() != "<colorbar>"}) == 1
     matplotlib.pyplot.close(fig)

@@ -3,7 +3,7 @@ import json
 import os
 import re
 
-from examples_helpers import assert_report_files, run_example, run_ok
+from examples_helpers import EXAMPLES, assert_report_files, run_example, run_ok
 
 
 def test_moons_quick_writes_metrics_report_and_figure(tmp_path):
@@ -55,3 +55,31 @@ def test_tour_writes_report_with_existing_image_links(tmp_path):
 def test_tour_rejects_unknown_example(tmp_path):
     r = run_example("tour", "--out", str(tmp_path / "t"), "--only", "nope")
     assert r.returncode == 2 and "unknown example" in r.stderr
+
+
+def test_every_example_is_run_through_run_ok_which_checks_its_verdict():
+    """run_ok asserts the run's last word, a `verdict:` line matching headline.json (examples_helpers.py); every
+    example of the tour must be run that way by some test."""
+    import glob
+    import re
+    import sys
+    sys.path.insert(0, EXAMPLES)
+    from tour import EXAMPLES as TOUR
+    here = os.path.dirname(os.path.abspath(__file__))
+    called = set()
+    for path in glob.glob(os.path.join(here, "test_*.py")):
+        with open(path) as f:
+            called |= set(re.findall(r"run_ok\(\s*[\"'](\w+)[\"']", f.read()))
+    missing = sorted({name for name, _ in TOUR} - called)
+    assert not missing, f"examples no test runs through run_ok (so nothing checks their verdict line): {missing}"
+
+
+def test_the_verdict_line_says_reached_or_not():
+    import sys
+    sys.path.insert(0, EXAMPLES)
+    import common
+    head = {"headline": "test accuracy", "value": 0.991, "target": ">= 0.95", "reached": True}
+    assert common.verdict(head, "quick") == ("verdict: target REACHED (quick settings): test accuracy = 0.991, "
+                                             "target >= 0.95")
+    assert "target NOT reached" in common.verdict(dict(head, reached=False), "default")
+    assert common.verdict(None, "default").startswith("verdict: not judged")

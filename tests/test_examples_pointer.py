@@ -65,3 +65,14 @@ def test_a_trained_baseline_lowers_the_gradient_variance_mid_way_through_learnin
     (none, moving, learned), best = ex.checkpoint_variances(task, run["snapshots"][80], rows)
     assert learned < none and moving < none, (none, moving, learned)
     assert best <= min(none, moving) + 1e-12  # no constant does better than the variance-minimising one
+
+
+def test_a_hard_reader_left_at_chance_says_why(tmp_path):
+    """Many cells and few steps (as --quick --cells 128): hard attention stays at chance, and the run says why."""
+    out = tmp_path / "p"
+    r = run_example("pointer", "--quick", "--cells", "48", "--steps", "3", "--ablation-steps", "3", "--batch", "8",
+                    "--test-size", "100", "--checkpoint", "2", "--out", str(out))
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "Hard attention stayed near chance" in r.stdout and "3 x 8 / 48^2 = 0.0 rewarded reads" in r.stdout
+    assert "stayed near chance" in (out / "section.md").read_text()
+    assert "verdict: target NOT reached" in r.stdout

@@ -37,15 +37,15 @@ def test_kv_cache_and_linear_attention_benchmarks_at_tiny_size():
     import numpy as np
 
     import minigrad as mg
-    from benchmarks import kv_cache, linear_attention
+    from benchmarks import bench_kv_cache, bench_linear_attention
     mg.manual_seed(0)
-    model = kv_cache.TinyLM(d_model=16, nhead=2, layers=1, ff=16, max_len=32)
+    model = bench_kv_cache.TinyLM(d_model=16, nhead=2, layers=1, ff=16, max_len=32)
     prompt = np.zeros((1, 1), np.int64)
-    with_cache = kv_cache.generate(model, prompt, 12, use_cache=True)
-    np.testing.assert_array_equal(with_cache, kv_cache.generate(model, prompt, 12, use_cache=False))
+    with_cache = bench_kv_cache.generate(model, prompt, 12, use_cache=True)
+    np.testing.assert_array_equal(with_cache, bench_kv_cache.generate(model, prompt, 12, use_cache=False))
     assert with_cache.shape == (1, 13)
-    rows = kv_cache.run(lengths=(8,), repeats=1)
+    rows = bench_kv_cache.run(lengths=(8,), repeats=1)
     assert set(rows[0]) == {"L", "cache_tokens_per_s", "recompute_tokens_per_s", "speedup"}
-    res = linear_attention.run(lengths=(32, 64), softmax_max=32, repeats=1)
+    res = bench_linear_attention.run(lengths=(32, 64), softmax_max=32, repeats=1)
     assert {(r["path"], r["L"]) for r in res["rows"]} == {("softmax", 32), ("linear", 32), ("linear", 64)}
     assert all(r["peak_mb"] > 0 and r["seconds"] > 0 for r in res["rows"])

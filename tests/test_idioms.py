@@ -1,7 +1,7 @@
 """Everyday PyTorch idioms, one small program each, typed as a learner coming from PyTorch would type them
 (with `import minigrad as mg` for `import torch`), run without modification. Each program asserts what it
 computed, so an idiom that runs but gives a wrong answer fails too. Where minigrad differs from torch on
-purpose, the porting table in the README says so; those idioms are not here."""
+purpose, the porting table (README, docs/porting.md) says so; those idioms are not here."""
 import textwrap
 
 import numpy as np

@@ -20,11 +20,13 @@ CONV_CASES = [  # (C, O, H, W, kernel, stride, padding, dilation, groups)
     (4, 6, 9, 9, 3, 2, 2, 2, 2),
     (4, 4, 8, 7, 3, 1, "same", 1, 4),
     (2, 2, 6, 6, 2, 1, "same", 2, 1),
+    (2, 2, 6, 5, (2, 4), 1, "same", 1, 1),                   # odd total padding: the extra on the bottom/right
     (3, 2, 5, 5, 1, 1, "valid", 1, 1),
     (1, 2, 10, 11, 4, 3, 0, 1, 1),
 ]
 
 
+@pytest.mark.filterwarnings("ignore:Using padding='same' with even kernel")  # torch's note about its own copy
 @pytest.mark.parametrize("C, O, H, W, k, s, p, d, g", CONV_CASES)
 def test_conv2d_matches_torch(float64, C, O, H, W, k, s, p, d, g):
     torch = pytest.importorskip("torch")

@@ -70,7 +70,7 @@ def test_recall_training_rows_are_never_test_rows():
 def test_recall_bad_input():
     with pytest.raises(ValueError, match="n_keys must be >= n_pairs"):
         Recall(n_pairs=10, n_keys=5)
-    with pytest.raises(ValueError, match="n_values: expected an integer >= 2"):
+    with pytest.raises(ValueError, match="Recall: n_values must be an integer >= 2"):
         Recall(n_values=1)
     with pytest.raises(TypeError, match="numpy.random.Generator"):
         Recall(n_test=5).batch(4, 0)

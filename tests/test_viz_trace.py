@@ -1,4 +1,6 @@
 """Study tools: the reference walk equals the fast one; the graph printer and drawer; the op trace."""
+import io
+
 import numpy as np
 import pytest
 
@@ -147,3 +149,17 @@ def test_autodiff_tour_example(tmp_path):
     assert m["expression"]["ops"] == 6 and m["attention"]["nodes"] > 10
     section, head = assert_report_files(out)
     assert "expression_graph.png" in section and "attention_graph.png" in section and head["reached"]
+
+
+def test_graph_leaves_are_named_by_params():
+    import minigrad as mg
+    from minigrad import nn
+    lin = nn.Linear(3, 2)
+    x = mg.tensor(np.ones((4, 3)))
+    loss = lin(x).sum()
+    text = mg.print_graph(loss, params=lin, file=io.StringIO())
+    assert "weight  2x3" in text and "bias  2" in text and "param" not in text
+    text = mg.print_graph(loss, params={"W": lin.weight}, file=io.StringIO())
+    assert "W  2x3" in text and "param  2 " in text  # an unnamed leaf stays "param"
+    with pytest.raises(TypeError, match=r"print_graph: params must be a \{name: Tensor\} dict or a Module, got list"):
+        mg.print_graph(loss, params=[lin.weight])

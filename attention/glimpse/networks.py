@@ -11,6 +11,8 @@ from ..hard import Rollout
 from .conv import Conv2d
 from .sensor import PatchGrid, avg_pool
 
+__all__ = ("GlimpseClassifier", "GistPolicy", "HardGlimpseNet", "SoftGlimpseNet", "SpatialLocationHead", "mlp_macs")
+
 
 def _mlp(sizes):
     layers = []

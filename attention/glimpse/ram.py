@@ -10,6 +10,8 @@ from ..hard import Rollout
 from .networks import SpatialLocationHead, mlp_macs
 from .sensor import as_images, glimpse_sensor, loc_to_pixels
 
+__all__ = ("RecurrentAttentionModel",)
+
 
 class RecurrentAttentionModel(nn.Module):
     """RAM (Mnih et al. 2014): `glimpses` retina reads, each where a Gaussian policy on the core state says.

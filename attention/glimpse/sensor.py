@@ -7,6 +7,8 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from minigrad import Tensor
 
+__all__ = ("glimpse_sensor", "extract_patches", "loc_to_pixels", "avg_pool", "PatchGrid", "as_images")
+
 # Locations are (row, col): loc[..., 0] is vertical (-1 top, +1 bottom), loc[..., 1] horizontal (-1 left,
 # +1 right); a location maps to the pixel point c = (loc + 1) * side / 2 and a patch of side s starts at
 # round(c - s / 2), so loc = 0 centres a patch on the canvas.

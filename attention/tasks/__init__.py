@@ -6,6 +6,9 @@ import numpy as np
 from ..tokens import BOS, EOS, FIRST_TOKEN, PAD  # noqa: F401  (attention.tasks.PAD etc.: the ids live in tokens.py)
 from .sequences import SequenceTask  # noqa: F401
 
+# the API: the ids, the sequence task and draw_outside (each task module has its own __all__)
+__all__ = ("BOS", "EOS", "FIRST_TOKEN", "PAD", "SequenceTask", "draw_outside")
+
 # sequences.py  copy / reverse / sort of token sequences with padding (the bottleneck, cross-attention)
 # recall.py     key -> value recall (the seed's "library"), the two-marker task for heads, 1-D pooling regression
 # pointer.py    the 1-D pointer lookup for hard vs soft attention

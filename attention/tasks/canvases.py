@@ -3,6 +3,8 @@ cluttered translated MNIST of Mnih et al. (2014, "Recurrent models of visual att
 """
 import numpy as np
 
+__all__ = ("Canvases", "make_glyphs", "load_objects", "check_objects", "GLYPHS", "GLYPH_NAMES")
+
 # The objects are a built-in glyph set (ten stroke figures drawn with random jitter of every
 # stroke end, size, rotation, shear, thickness and ink, so no few templates cover a class) or the user's own
 # objects (`load_objects`, an .npz with `images` (N, h, w) in [0, 1] and integer `labels` (N,)).

@@ -5,6 +5,8 @@ import numpy as np
 
 from . import draw_outside
 
+__all__ = ("PointerTask", "TEST_SEED")
+
 #     task = PointerTask(cells=32, values=10)
 #     header, cells, target = task.sample(64, rng)   # (B,), (B, L), (B,) int64; never an item of the test set
 #     header, cells, target = task.test              # the fixed held-out set (its own seed)

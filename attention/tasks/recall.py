@@ -3,7 +3,10 @@ value recall (the seed's "library"), two markers (for heads).
 """
 import numpy as np
 
+from ..masks import check_int
 from . import draw_outside
+
+__all__ = ("Recall", "TwoMarker", "pooling_regression", "pooling_function")
 
 #   pooling_regression  noisy samples of a 1-D function (Nadaraya 1964, Watson 1964: kernel regression is
 #                       attention whose keys are the training inputs and values their labels)
@@ -18,12 +21,6 @@ from . import draw_outside
 # PAD/BOS/EOS ids of attention.tasks are not used here; ids start at 0 and are documented per class.
 
 
-def _check_int(name, value, low):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-        raise ValueError(f"{name}: expected an integer >= {low}, got {value!r}")
-    return int(value)
-
-
 def _rows(*arrays):
     """One bytes key per row of the given (n, ...) integer arrays, for held-out checks."""
     flat = np.concatenate([np.asarray(a, np.int64).reshape(len(a), -1) for a in arrays], axis=1)
@@ -34,7 +31,7 @@ class _HeldOut:
     """Base for the token tasks: draws rows with `_draw(n, rng)`, keeps a fixed test set, redraws collisions."""
 
     def __init__(self, n_test, seed):
-        self.n_test = _check_int("n_test", n_test, 1)
+        self.n_test = check_int("n_test", n_test, 1, type(self).__name__)
         test = self._draw(self.n_test, np.random.default_rng(seed))
         self._test_rows = set(_rows(*test))
         self.test = test
@@ -44,7 +41,7 @@ class _HeldOut:
 
     def batch(self, n, rng):
         """n training rows drawn with rng (a numpy Generator); none equals a row of `test`."""
-        n = _check_int("batch size", n, 1)
+        n = check_int("batch size", n, 1, type(self).__name__)
         if not isinstance(rng, np.random.Generator):
             raise TypeError(f"batch: rng must be a numpy.random.Generator, got {type(rng).__name__}")
         return draw_outside(self._draw, _rows, self._test_rows, n, rng, "batch")
@@ -63,7 +60,8 @@ def pooling_regression(n_train=50, n_test=50, noise=0.5, seed=0, low=0.0, high=5
     Training inputs are uniform on [low, high) plus Gaussian label noise of std `noise`; test inputs are the
     midpoints of m equal cells of [low, high), held out (no training input equals one).
     """
-    n_train, n_test = _check_int("n_train", n_train, 2), _check_int("n_test", n_test, 1)
+    fn = "pooling_regression"
+    n_train, n_test = check_int("n_train", n_train, 2, fn), check_int("n_test", n_test, 1, fn)
     if not (np.isfinite(low) and np.isfinite(high) and high > low and low >= 0):
         raise ValueError(f"pooling_regression: expected 0 <= low < high (f uses x^0.8), got low={low}, high={high}")
     if not noise >= 0:
@@ -89,9 +87,9 @@ class Recall(_HeldOut):
     """
 
     def __init__(self, n_pairs=32, n_keys=64, n_values=16, n_test=1000, seed=0):
-        self.n_pairs = _check_int("n_pairs", n_pairs, 1)
-        self.n_keys = _check_int("n_keys", n_keys, 1)
-        self.n_values = _check_int("n_values", n_values, 2)
+        self.n_pairs = check_int("n_pairs", n_pairs, 1, type(self).__name__)
+        self.n_keys = check_int("n_keys", n_keys, 1, type(self).__name__)
+        self.n_values = check_int("n_values", n_values, 2, type(self).__name__)
         if self.n_keys < self.n_pairs:
             raise ValueError(f"Recall: keys are distinct, so n_keys must be >= n_pairs ({self.n_pairs}), "
                              f"got {self.n_keys}")
@@ -119,11 +117,11 @@ class TwoMarker(_HeldOut):
     """
 
     def __init__(self, length=16, n_values=8, max_markers=3, n_test=1000, seed=0):
-        self.length = _check_int("length", length, 8)
+        self.length = check_int("length", length, 8, type(self).__name__)
         if self.length % 2:
             raise ValueError(f"TwoMarker: length must be even (slots of two tokens), got {length}")
-        self.n_values = _check_int("n_values", n_values, 2)
-        self.max_markers = _check_int("max_markers", max_markers, 2)
+        self.n_values = check_int("n_values", n_values, 2, type(self).__name__)
+        self.max_markers = check_int("max_markers", max_markers, 2, type(self).__name__)
         if 2 * self.max_markers > self.length // 2:
             raise ValueError(f"TwoMarker: 2 * max_markers ({2 * self.max_markers}) slots must fit in length // 2 "
                              f"= {self.length // 2}")

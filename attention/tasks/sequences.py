@@ -5,7 +5,10 @@ from collections import namedtuple
 
 import numpy as np
 
+from ..masks import check_int
 from ..tokens import BOS, EOS, FIRST_TOKEN, PAD
+
+__all__ = ("SequenceTask", "SeqBatch", "make_batch", "target_tokens", "TASKS")
 
 # The classic toy "translations" for encoder-decoders: reversing needs the first source token at the last
 # target step, which a fixed-size summary of the source holds worse the longer the source is (the
@@ -68,12 +71,6 @@ def make_batch(task, src, lengths):
     return SeqBatch(src, lengths.astype(np.int64), tgt_in, tgt_out)
 
 
-def _check_int(name, value, low):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-        raise ValueError(f"SequenceTask: {name} must be an integer >= {low}, got {value!r}")
-    return int(value)
-
-
 class SequenceTask:
     """copy / reverse / sort of sequences of `tokens` content tokens; training lengths min_len..max_len.
 
@@ -87,14 +84,14 @@ class SequenceTask:
         if task not in TASKS:
             raise ValueError(f"SequenceTask: task must be one of {TASKS}, got {task!r}")
         self.task = task
-        self.tokens = _check_int("tokens", tokens, 2)
-        self.min_len = _check_int("min_len", min_len, 1)
-        self.max_len = _check_int("max_len", max_len, self.min_len)
-        self.test_size = _check_int("test_size", test_size, 1)
+        self.tokens = check_int("tokens", tokens, 2, "SequenceTask")
+        self.min_len = check_int("min_len", min_len, 1, "SequenceTask")
+        self.max_len = check_int("max_len", max_len, self.min_len, "SequenceTask")
+        self.test_size = check_int("test_size", test_size, 1, "SequenceTask")
         self.seed = seed
         self.vocab_size = FIRST_TOKEN + self.tokens
         lengths = range(self.min_len, self.max_len + 1) if test_lengths is None else test_lengths
-        self.test_lengths = [_check_int("test length", n, 1) for n in lengths]
+        self.test_lengths = [check_int("test length", n, 1, "SequenceTask") for n in lengths]
         self._tests, self._held_out = {}, {}                       # length -> SeqBatch, set of source rows
         for n in self.test_lengths:
             self._make_test_set(n)
@@ -125,11 +122,11 @@ class SequenceTask:
 
     def batch(self, batch_size, rng, length=None):
         """A training batch: lengths uniform in min_len..max_len (or all `length`), no source from a test set."""
-        B = _check_int("batch_size", batch_size, 1)
+        B = check_int("batch_size", batch_size, 1, "SequenceTask")
         if length is None:
             lengths = rng.integers(self.min_len, self.max_len + 1, B)
         else:
-            lengths = np.full(B, _check_int("length", length, 1))
+            lengths = np.full(B, check_int("length", length, 1, "SequenceTask"))
         N = int(lengths.max())
         src = self._draw(rng, lengths, N)
         clash = self._clashes(src, lengths)

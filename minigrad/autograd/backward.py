@@ -222,7 +222,9 @@ def run_backward(root, grad, retain_graph=False):
                     pgrads = backward(g, True)  # g is this node's own buffer: the closure may work in it
                 else:
                     pgrads = backward(g)
-            for p, pg in zip(parents, pgrads, strict=True):  # one gradient per parent (B1)
+            if len(pgrads) != len(parents):  # one gradient per parent (B1); an explicit check, not zip(strict=)
+                raise _count_error(node._op, pgrads, parents)  # (3.10+ only: Python 3.9 is supported)
+            for p, pg in zip(parents, pgrads):
                 if not p.requires_grad:
                     continue
                 if pg is None:  # nothing to add; an interior node still counts this edge as done
@@ -280,7 +282,7 @@ def run_backward(root, grad, retain_graph=False):
                     del pending[p]
                     ready.append(p)
     except ValueError:
-        if pgrads is not None and len(pgrads) != len(parents):  # zip(strict=True): not one gradient a parent
+        if pgrads is not None and len(pgrads) != len(parents):  # not one gradient a parent
             raise _count_error(node._op, pgrads, parents) from None
         raise
 

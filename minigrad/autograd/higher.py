@@ -165,9 +165,14 @@ def walk(roots, grads, inputs=None, create_graph=False, retain_graph=None, allow
             g = acc.pop(node, None)
             if g is None:
                 continue
+            taken = inputs is not None and node in targets
+            if taken and node._backward is not None:  # as torch: a non-leaf input's gradient before its hooks
+                got[node] = g
             if create_graph and (_hooks._nonleaf or _hooks._leaves):  # hooks see the Tensor gradient
                 g = _hooks.run_on_tensor(node, g)
-            if inputs is not None and node in targets:
+            elif _hooks._leaves and node._backward is None:  # a leaf's hooks run in grad() too, as torch's
+                g = _hooks.run_on_leaf(node, g)
+            if taken and node._backward is None:  # ... and a leaf's after them
                 got[node] = g
             if node._backward is None or node in stop:  # a leaf (or where a partial walk stops)
                 if inputs is None and node.requires_grad:

@@ -11,6 +11,8 @@ How, without costing anything when no hook exists:
   while a leaf in it has hooks, `leaf_hooks_walk` gathers the leaf's gradient of that walk on its own, runs
   the hooks on the sum (called once per walk, as in torch) and then adds the result into `.grad`. Leaf hooks
   therefore run after every non-leaf hook of the walk.
+- autograd.grad's walk (higher.py) runs a leaf's hooks on its summed gradient as well (run_on_leaf, or
+  run_on_tensor under create_graph), as torch runs them every time a gradient for the tensor is computed.
 """
 import weakref
 
@@ -116,6 +118,15 @@ def run_on_tensor(t, g):
     if hooks.retains and t._backward is not None:
         t.grad = g if t.grad is None else t.grad + g
     return g
+
+
+def run_on_leaf(t, g):
+    """grad()'s array walk (autograd/higher.py) calls this for a leaf: its hooks see the leaf's summed gradient
+    there too (torch runs them "every time a gradient with respect to the Tensor is computed")."""
+    hooks = _leaves.get(id(t))
+    if not hooks or hooks.ref() is not t:
+        return g
+    return type(g)(_run(hooks, g.data, t.data.shape, t.data.dtype))
 
 
 def register_hook(t, fn):

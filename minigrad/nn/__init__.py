@@ -1,7 +1,7 @@
 """The torch.nn-shaped namespace: Module and Parameter, the layers, the loss modules, init and functional.
 
     module.py      Module, Parameter, ModuleList, Sequential, ModuleDict
-    layers.py      Linear, Embedding, LayerNorm, Dropout, ReLU, Tanh, Sigmoid, GELU, Softmax
+    layers.py      Linear, Embedding, LayerNorm, RMSNorm, Dropout, ReLU, Tanh, Sigmoid, GELU, Softmax
     conv.py        conv2d, max_pool2d, avg_pool2d (also in functional) and Conv2d, MaxPool2d, AvgPool2d
     rnn.py         GRUCell, LSTMCell, GRU, LSTM
     loss.py        CrossEntropyLoss, MSELoss, ... (the modules; the functions are in functional.py)
@@ -18,3 +18,13 @@ from .layers import *  # noqa: F401,F403
 from .loss import *  # noqa: F401,F403
 from .module import *  # noqa: F401,F403
 from .rnn import *  # noqa: F401,F403
+
+
+def __getattr__(name):
+    """nn.MultiheadAttention: the attention package holds it (minigrad never imports attention); say where."""
+    if name == "MultiheadAttention":
+        raise AttributeError("minigrad.nn has no MultiheadAttention: it is in the attention package, which builds on "
+                             "minigrad: `from attention import MultiheadAttention` (torch's spelling of "
+                             "attention.MultiHeadAttention; batch-first, and a boolean attn_mask is True where a query "
+                             "MAY attend, the opposite of torch's)")
+    raise AttributeError(f"module 'minigrad.nn' has no attribute {name!r}")

@@ -176,7 +176,6 @@ class Conv2d(Module):
         return int(np.prod(self.weight.shape) * out_hw[0] * out_hw[1])
 
     def extra_repr(self):
-        """The layer's arguments, for the repr."""
         return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}, "
                 f"padding={self.padding}, dilation={self.dilation}, groups={self.groups}, "
                 f"bias={self.bias is not None}")
@@ -196,7 +195,6 @@ class MaxPool2d(Module):
                           self.return_indices)
 
     def extra_repr(self):
-        """The layer's arguments, for the repr."""
         return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
                 f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
 
@@ -216,5 +214,4 @@ class AvgPool2d(Module):
                           self.divisor_override)
 
     def extra_repr(self):
-        """The layer's arguments, for the repr."""
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"

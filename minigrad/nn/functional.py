@@ -13,6 +13,12 @@ from ..tensor import Tensor, make_node
 from .conv import avg_pool2d, conv2d, max_pool2d  # noqa: F401  (F.conv2d, F.max_pool2d, F.avg_pool2d)
 
 
+def silu(x):
+    """Elementwise x * sigmoid(x) (SiLU, also called swish), as torch's silu; built from mul and sigmoid."""
+    x = ops.as_tensor(x)
+    return x * sigmoid(x)
+
+
 def leaky_relu(x, negative_slope=0.01):
     """Elementwise x if x > 0 else negative_slope * x, as torch's leaky_relu (built from where)."""
     x = ops.as_tensor(x)
@@ -41,6 +47,24 @@ def one_hot(index, num_classes):
         raise IndexError(f"one_hot: indices must be in [0, {num_classes}), got range [{idx.min()}, {idx.max()}]")
     return Tensor(np.eye(num_classes, dtype=get_default_dtype())[idx])
 
+
+def rms_norm(input, normalized_shape, weight=None, eps=None):
+    """x / sqrt(mean(x^2) + eps) over the trailing normalized_shape dims, times weight (Zhang & Sennrich 2019;
+    torch's F.rms_norm). eps=None is the dtype's machine epsilon, as torch. Composed of ops: no mean is
+    subtracted and there is no bias, which is all that differs from layer_norm."""
+    x = ops.as_tensor(input)
+    shape = (normalized_shape,) if isinstance(normalized_shape, (int, np.integer)) else tuple(normalized_shape)
+    k = len(shape)
+    if k == 0 or x.ndim < k or tuple(x.shape[x.ndim - k:]) != shape:
+        raise ValueError(f"rms_norm: input {tuple(x.shape)} must end in normalized_shape {shape}")
+    if x.dtype.kind != "f":
+        raise TypeError(f"rms_norm: input must be floating, got dtype {x.dtype}")
+    if weight is not None and tuple(weight.shape) != shape:
+        raise ValueError(f"rms_norm: weight must have shape {shape}, got {tuple(weight.shape)}")
+    eps = float(np.finfo(x.dtype).eps) if eps is None else eps
+    axes = tuple(range(-k, 0))
+    y = x / ((x * x).mean(axes, keepdims=True) + eps).sqrt()      # (..., *shape): unit root-mean-square
+    return y if weight is None else y * weight
 
 # ---- losses ----------------------------------------------------------------------------------------
 

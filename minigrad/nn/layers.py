@@ -1,4 +1,4 @@
-"""Layers: Linear, Embedding, LayerNorm, Dropout and the activation modules, as torch.nn's."""
+"""Layers: Linear, Embedding, LayerNorm, RMSNorm, Dropout and the activation modules, as torch.nn's."""
 import math
 
 import numpy as np
@@ -9,7 +9,8 @@ from . import functional as F
 from .init import kaiming_uniform_, normal_, ones_, uniform_, zeros_
 from .module import Module, parameter
 
-__all__ = ("Linear", "Embedding", "LayerNorm", "Dropout", "ReLU", "Tanh", "Sigmoid", "GELU", "Softmax")
+__all__ = ("Linear", "Embedding", "LayerNorm", "RMSNorm", "Dropout", "ReLU", "Tanh", "Sigmoid", "GELU", "Softmax",
+           "SiLU", "Identity", "Flatten")
 
 
 class Linear(Module):
@@ -27,7 +28,6 @@ class Linear(Module):
         return ops.linear(x, self.weight, self.bias)
 
     def extra_repr(self):
-        """in_features, out_features and whether there is a bias, for the repr."""
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
 
 
@@ -65,7 +65,6 @@ class Embedding(Module):
         return out
 
     def extra_repr(self):
-        """num_embeddings, embedding_dim (and padding_idx), for the repr."""
         pad = "" if self.padding_idx is None else f", padding_idx={self.padding_idx}"
         return f"{self.num_embeddings}, {self.embedding_dim}{pad}"
 
@@ -85,8 +84,31 @@ class LayerNorm(Module):
         return ops.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
 
     def extra_repr(self):
-        """normalized_shape and eps, for the repr."""
         return f"{self.normalized_shape}, eps={self.eps}"
+
+
+class RMSNorm(Module):
+    """Divide by the root mean square over the trailing normalized_shape dims, then scale (weight), as
+    torch.nn.RMSNorm: no centring, no bias. eps=None is the input dtype's machine epsilon (torch's default)."""
+
+    def __init__(self, normalized_shape, eps=None, elementwise_affine=True):
+        super().__init__()
+        shape = (normalized_shape,) if isinstance(normalized_shape, (int, np.integer)) else tuple(normalized_shape)
+        if not shape or any(isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1 for n in shape):
+            raise ValueError(f"RMSNorm: normalized_shape must be a positive int or a tuple of them, "
+                             f"got {normalized_shape!r}")
+        if eps is not None and not eps >= 0:
+            raise ValueError(f"RMSNorm: eps must be >= 0 or None, got {eps!r}")
+        self.normalized_shape, self.eps = tuple(int(n) for n in shape), eps
+        self.elementwise_affine = bool(elementwise_affine)
+        self.weight = ones_(parameter(*self.normalized_shape)) if elementwise_affine else None
+
+    def forward(self, x):
+        """x divided by its root mean square over the trailing normalized_shape dims, times weight."""
+        return F.rms_norm(x, self.normalized_shape, self.weight, self.eps)
+
+    def extra_repr(self):
+        return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
 
 
 class Dropout(Module):
@@ -103,7 +125,6 @@ class Dropout(Module):
         return F.dropout(x, self.p, self.training)
 
     def extra_repr(self):
-        """p, for the repr."""
         return f"p={self.p}"
 
 
@@ -130,6 +151,11 @@ class Sigmoid(_Activation):
     fn = staticmethod(ops.sigmoid)
 
 
+class SiLU(_Activation):
+    """Elementwise x * sigmoid(x) as a module (torch.nn.SiLU)."""
+    fn = staticmethod(F.silu)
+
+
 class GELU(Module):
     """GELU as a module (torch.nn.GELU): approximate='none' (exact erf) or 'tanh'."""
 
@@ -152,3 +178,30 @@ class Softmax(Module):
     def forward(self, x):
         """Softmax of x along self.dim; same shape as x, each slice summing to 1."""
         return ops.softmax(x, self.dim)
+
+
+class Identity(Module):
+    """Returns its input unchanged (torch.nn.Identity): a placeholder where a layer is optional."""
+
+    def __init__(self, *args, **kwargs):  # (torch's takes and ignores any arguments)
+        super().__init__()
+
+    def forward(self, x):
+        """x itself."""
+        return x
+
+
+class Flatten(Module):
+    """Merge dims start_dim..end_dim into one (torch.nn.Flatten; default keeps the batch dim: (B, ...) -> (B, -1))."""
+
+    def __init__(self, start_dim=1, end_dim=-1):
+        super().__init__()
+        self.start_dim, self.end_dim = start_dim, end_dim
+
+    def forward(self, x):
+        """x with dims start_dim..end_dim merged (see ops.flatten)."""
+        return ops.flatten(x, self.start_dim, self.end_dim)
+
+    def extra_repr(self):
+        """start_dim and end_dim, for the repr."""
+        return f"start_dim={self.start_dim}, end_dim={self.end_dim}"

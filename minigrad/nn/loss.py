@@ -27,7 +27,6 @@ class _Loss(Module):
             self.register_buffer(name, value.data if isinstance(value, Tensor) else np.asarray(value))
 
     def extra_repr(self):
-        """The reduction, when it is not the default 'mean', for the repr."""
         return "" if self.reduction == "mean" else f"reduction={self.reduction!r}"
 
 

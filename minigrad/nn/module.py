@@ -145,7 +145,7 @@ class Module:
         """The total number of scalar entries over all parameters (each tied parameter once)."""
         return sum(p.size for p in self.parameters())
 
-    # ---- PyTorch's module utilities (issue 13) ----------------------------------------------------
+    # ---- PyTorch's module utilities ---------------------------------------------------------------
     def named_children(self):
         """(name, module) pairs of the direct submodules; one reachable under two names is listed once."""
         seen = set()

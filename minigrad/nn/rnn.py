@@ -41,7 +41,6 @@ class _RNNCellBase(Module):
         return Tensor(np.zeros(x.shape[:-1] + (self.hidden_size,), x.dtype))
 
     def extra_repr(self):
-        """input_size, hidden_size, for the repr."""
         return f"{self.input_size}, {self.hidden_size}"
 
 
@@ -171,7 +170,6 @@ class _RNNBase(Module):
             _lengths_mask(lengths, x.shape[0], x.shape[1], type(self).__name__)
 
     def extra_repr(self):
-        """input_size, hidden_size and every option that differs from its default, for the repr."""
         s = f"{self.input_size}, {self.hidden_size}"
         if self.num_layers != 1:
             s += f", num_layers={self.num_layers}"

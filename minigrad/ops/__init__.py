@@ -44,7 +44,7 @@ _OPERATORS = {"__add__": add, "__radd__": add, "__sub__": sub, "__rsub__": rsub,
               "__rmul__": mul, "__truediv__": div, "__rtruediv__": rdiv, "__pow__": pow,  # noqa: F405
               "__rpow__": rpow, "__matmul__": matmul, "__rmatmul__": rmatmul, "__neg__": neg,  # noqa: F405
               "__getitem__": getitem, "__floordiv__": floor_divide, "__rfloordiv__": rfloordiv,  # noqa: F405
-              "__mod__": remainder, "__rmod__": rremainder}  # noqa: F405
+              "__mod__": remainder, "__rmod__": rremainder, "__abs__": abs}  # noqa: F405
 _ALIASES = {"view": "reshape", "broadcast_to": "expand"}
 
 for _name, _fn in _OPERATORS.items():

@@ -114,6 +114,23 @@ def _binary(op, a, b, f):
         raise
 
 
+def _index_error(a, index, e):
+    """NumPy's refusal of x[index] as a clear error of the same kind, naming the slice misuse torch refuses."""
+    slices = [i for i in (index if isinstance(index, tuple) else (index,)) if isinstance(i, slice)]
+    if slices and not a.ndim:
+        return IndexError(f"getitem: a slice cannot index a 0-d tensor (shape ()), as torch; got index {index!r} "
+                          f"(use x[None] or x.item())")
+    for sl in slices:
+        step = sl.step.data.item() if isinstance(sl.step, Tensor) and sl.step.data.size == 1 else sl.step
+        if isinstance(e, ValueError) and isinstance(step, (int, np.integer)) and step == 0:
+            return ValueError(f"getitem: slice step cannot be zero, got {sl} in index {index!r} into shape {a.shape}")
+        for b in (sl.start, sl.stop, sl.step):
+            if isinstance(b, Tensor) and (b.data.dtype.kind not in "iu" or b.data.size != 1):
+                return TypeError(f"getitem: a slice bound must be an int or a one-element integer tensor (as torch), "
+                                 f"got a {b.dtype} tensor of shape {b.shape} in {sl}")
+    return type(e)(f"getitem: index {index!r} into shape {a.shape}: {e}")
+
+
 def _shape_arg(shape):
     return tuple(shape[0]) if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else tuple(shape)
 

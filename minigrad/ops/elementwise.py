@@ -13,14 +13,15 @@ from ..dtypes import floating, promote
 from ..fast.blas import const
 from ..tensor import Tensor, make_node
 from ._args import _all_finite, as_tensor
+from ._erf import erf as _erf  # exact erf for gelu, vectorised (no SciPy)
 from .shape import nonzero
 
 # the ops of this file: minigrad.ops (and minigrad) export __all__; Tensor gets METHODS as methods
 __all__ = ("exp", "log", "sqrt", "abs", "tanh", "sigmoid", "relu", "softplus", "gelu", "sin", "cos", "log1p",
            "expm1", "sign", "floor", "ceil", "round", "clamp", "clip", "maximum", "minimum", "where",
-           "masked_fill", "astype", "clone")
+           "masked_fill", "astype", "clone", "square")
 METHODS = ("exp", "log", "sqrt", "abs", "tanh", "sigmoid", "relu", "gelu", "sin", "cos", "log1p", "expm1", "sign",
-           "floor", "ceil", "round", "clamp", "clip", "maximum", "minimum", "masked_fill", "astype", "clone")
+           "floor", "ceil", "round", "clamp", "clip", "maximum", "minimum", "masked_fill", "astype", "clone", "square")
 
 # ---- elementwise functions ---------------------------------------------------------------------
 
@@ -62,6 +63,12 @@ def abs(a):
     a = as_tensor(a)
     x = a.data
     return make_node(np.abs(x), (a,), lambda g: (g * np.sign(x),), "abs")  # subgradient 0 at 0
+
+
+def square(a):
+    """Elementwise x^2, as torch.square: x * x (so every order of gradient comes from mul)."""
+    a = as_tensor(a)
+    return a * a
 
 
 @in_place_backward
@@ -124,15 +131,6 @@ def softplus(a):
 
 
 _SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
-
-try:  # exact erf for gelu; SciPy is optional (math.erf elementwise is the slow fallback)
-    from scipy.special import erf as _erf
-except ImportError:  # pragma: no cover - depends on the machine
-    _erf_scalar = np.frompyfunc(math.erf, 1, 1)
-
-    def _erf(x):
-        return np.asarray(_erf_scalar(x), dtype=x.dtype)  # asarray: a 0-d input gives back a Python float
-
 
 def gelu(a, approximate="none"):
     """GELU as PyTorch: x Phi(x) exactly (approximate='none') or with the tanh formula.

@@ -91,8 +91,6 @@ def _einsum_parse(subscripts, shapes):
             s = s.replace("...", ell[nell - k:])
         if len(s) != len(shape):
             raise ValueError(f"einsum: subscripts '{s}' do not fit an operand of shape {shape}")
-        if len(set(s)) != len(s):
-            raise ValueError(f"einsum: repeated index in one operand ('{s}', a diagonal) is not supported")
         out_ins.append(s)
     if rhs is None:  # implicit mode: indices seen once, in alphabetical order, after the ellipsis
         counts = {}
@@ -105,11 +103,27 @@ def _einsum_parse(subscripts, shapes):
     return out_ins, rhs
 
 
+def _einsum_diagonal(t, s, subscripts):
+    """The entries of t where the axes that share a letter of s are equal (torch's einsum('ii->i') diagonal),
+    and s with each letter once: one gather (indexing), so its gradient is indexing's scatter."""
+    sizes = {}
+    for c, n in zip(s, t.shape):
+        if sizes.setdefault(c, n) != n:
+            raise ValueError(f"einsum '{subscripts}': index '{c}' is repeated in operand '{s}' over axes of "
+                             f"different sizes, {sizes[c]} and {n} (shape {t.shape})")
+    u = "".join(dict.fromkeys(s))  # the letters in order of first appearance
+    # one integer array per axis, along the result's axis of its letter: x[i, i] for every i, and so on
+    return t[tuple(np.arange(sizes[c]).reshape([-1 if d == c else 1 for d in u]) for c in s)], u
+
+
 def einsum(subscripts, *operands):
     """np.einsum with gradients: each operand's gradient is another einsum of g with the others."""
     ts = [as_tensor(o) for o in operands]
+    ins, out_sub = _einsum_parse(subscripts, [t.shape for t in ts])
+    for i, s in enumerate(ins):
+        if len(set(s)) != len(s):  # an index repeated in one operand ('ii->i'): its diagonal, taken first
+            ts[i], ins[i] = _einsum_diagonal(ts[i], s, subscripts)
     arrays = [t.data for t in ts]
-    ins, out_sub = _einsum_parse(subscripts, [x.shape for x in arrays])
     spec = ",".join(ins) + "->" + out_sub
     try:
         out = np.einsum(spec, *arrays, optimize=len(arrays) > 2)

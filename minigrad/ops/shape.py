@@ -8,7 +8,7 @@ import numpy as np
 
 from ..autograd.backward import Scatter
 from ..tensor import Tensor, make_node
-from ._args import _axis, _check_axis, _norm_axes, _shape_arg, as_tensor
+from ._args import _axis, _check_axis, _index_error, _norm_axes, _shape_arg, as_tensor
 
 # the ops of this file: minigrad.ops (and minigrad) export __all__; Tensor gets METHODS as methods
 __all__ = ("reshape", "flatten", "transpose", "permute", "swapaxes", "t", "matrix_transpose", "expand", "squeeze",
@@ -48,10 +48,14 @@ def permute(a, *dims):
 
 
 def transpose(a, *dims):
-    """torch's transpose: two dims swap them (transpose(0, 1), transpose(-2, -1)), as swapaxes. NumPy's full
-    permutation, of three dims or more, reorders them as permute (none: reverse them, as x.T)."""
+    """torch's transpose: two dims given as two ints swap them (transpose(0, 1), transpose(-2, -1)), as swapaxes.
+    NumPy's permutation, as one tuple/list/array of every dim or as three ints or more, reorders them as permute
+    (none: reverse them, as x.T). So transpose((0, 1)) is the identity on a matrix, as np.transpose: a tuple is
+    never read as a swap."""
     a = as_tensor(a)
-    dims = _shape_arg(dims)
+    if len(dims) == 1 and isinstance(dims[0], (tuple, list, np.ndarray)):  # one sequence: NumPy's permutation
+        perm = dims[0].tolist() if isinstance(dims[0], np.ndarray) else dims[0]
+        return _permute("transpose", a, tuple(perm))
     if len(dims) == 2:
         return swapaxes(a, *dims)
     return _permute("transpose", a, dims)
@@ -222,8 +226,8 @@ def getitem(a, index):
     index, advanced, mixed = _index(index)
     try:
         out = a.data[index]
-    except IndexError as e:
-        raise IndexError(f"getitem: index {index!r} into shape {a.shape}: {e}") from None
+    except (IndexError, ValueError, TypeError) as e:
+        raise _index_error(a, index, e) from None
     if mixed:
         order = _torch_order(index, a.ndim, out.ndim)
         if order is not None:  # NumPy's result, its advanced dims moved to torch's place (a view)

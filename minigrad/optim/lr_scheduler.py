@@ -41,10 +41,6 @@ class LRScheduler:
     def _lr(self, base_lr, step):
         raise TypeError(f"{type(self).__name__} must define _lr")
 
-    def lr_at(self, step):
-        """The first group's lr after `step` steps."""
-        return self._lr(self.base_lrs[0], step)
-
     _chainable = False  # True: _chain(lr, base_lr, step) is torch's step-to-step rule
 
     def step(self):

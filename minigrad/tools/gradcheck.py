@@ -127,14 +127,21 @@ def _check_numeric(num, where, analytic):
 def gradgradcheck(fn, *inputs, grad_outputs=None, eps=1e-6, atol=1e-5, rtol=1e-3, seed=0, max_full=4096):
     """True if fn's second derivatives match central differences of its first; else raise (as torch's).
 
-    It gradchecks the function (inputs, u) -> d<u, fn(inputs)>/d(inputs), computed by autograd.grad with
-    create_graph=True, for a random upstream gradient u (float64, itself an input that requires grad, so
-    the gradient's dependence on u is checked too) and, inside gradcheck, a random second upstream gradient.
+    First, at the same point and with the same upstream gradient u, the first derivative that create_graph
+    builds (what a second backward differentiates) must equal the plain backward's (what gradcheck checks):
+    an op's create_graph rule (or one a user registered with register_vjp) that disagrees with its backward
+    fails here, even when it is consistent with its own derivative. Then it gradchecks the function
+    (inputs, u) -> d<u, fn(inputs)>/d(inputs), computed by autograd.grad with create_graph=True, for a random
+    u (float64, itself an input that requires grad, so the gradient's dependence on u is checked too) and,
+    inside gradcheck, a random second upstream gradient.
     """
     rng = np.random.default_rng(seed + 1)
     checked = [i for i, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]
     if not checked:
         raise ValueError("gradgradcheck: no input requires grad, so there is nothing to check")
+    for i in checked:  # before the first-derivative comparison below, whose tolerances are float64's
+        if inputs[i].dtype != np.float64:
+            raise TypeError(f"gradgradcheck: input {i} is {inputs[i].dtype}; central differences need float64")
     with enable_grad():
         outs = [o for o in _outputs(fn, inputs) if o.requires_grad]
     if grad_outputs is None:
@@ -142,6 +149,7 @@ def gradgradcheck(fn, *inputs, grad_outputs=None, eps=1e-6, atol=1e-5, rtol=1e-3
     grad_outputs = [u if isinstance(u, Tensor) else Tensor(np.asarray(u, np.float64), requires_grad=True)
                     for u in grad_outputs]
     n = len(inputs)
+    _same_first_derivative(fn, inputs, checked, grad_outputs, atol, rtol)
 
     def first(*args):
         xs, us = args[:n], args[n:]
@@ -150,3 +158,22 @@ def gradgradcheck(fn, *inputs, grad_outputs=None, eps=1e-6, atol=1e-5, rtol=1e-3
             gs = grad(outs, [xs[i] for i in checked], grad_outputs=list(us), create_graph=True, allow_unused=True)
         return tuple(g for g in gs if g is not None)
     return gradcheck(first, *inputs, *grad_outputs, eps=eps, atol=atol, rtol=rtol, seed=seed, max_full=max_full)
+
+
+def _same_first_derivative(fn, inputs, checked, us, atol, rtol):
+    """Raise unless grad(create_graph=True) equals grad() (the array backward) for every checked input."""
+    xs = [inputs[i] for i in checked]
+    firsts = []
+    for create_graph in (False, True):
+        with enable_grad():
+            outs = [o for o in _outputs(fn, inputs) if o.requires_grad]
+            gs = grad(outs, xs, grad_outputs=[u.data for u in us], create_graph=create_graph, allow_unused=True)
+        firsts.append([np.zeros(x.shape) if g is None else np.asarray(g.data, np.float64) for x, g in zip(xs, gs)])
+    for i, plain, graph in zip(checked, *firsts):
+        bad = ~np.isclose(graph, plain, rtol=rtol, atol=atol, equal_nan=True)  # NaN in one only: a failure
+        if bad.any():
+            idx = tuple(int(k) for k in np.argwhere(bad)[np.argmax(np.abs(graph - plain)[bad])]) if plain.ndim else ()
+            raise GradcheckError(f"gradgradcheck failed (atol={atol}, rtol={rtol}): the first derivative that "
+                                 f"create_graph=True builds differs from the plain backward's at input {i}, index "
+                                 f"{idx}: create_graph {float(graph[idx])!r} vs backward "
+                                 f"{float(plain[idx])!r} (the op's differentiable rule disagrees with its backward)")

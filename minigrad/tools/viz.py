@@ -2,6 +2,8 @@
 
 A node's label is its op, shape and dtype; small tensors also show their values and gradients (a leaf's
 .grad, or with grads=True every node's d(root)/d(node), computed by the reference walk without touching .grad).
+A leaf is "param" (requires grad) or "const"; params={name: tensor} (or a Module: its named_parameters()) labels
+those leaves by name instead, so a layer's weight and bias can be told apart (torchviz's make_dot(params=...)).
 """
 import numpy as np
 
@@ -18,16 +20,29 @@ def _values(a, limit=6):
     return np.array2string(a.ravel() if a.ndim > 1 else a, precision=3, separator=", ", suppress_small=True)
 
 
-def _kind(node):
+def _kind(node, names=None):
     if node._backward is not None:
         return node._op or "op"
+    if names and id(node) in names:
+        return names[id(node)]
     return "param" if node.requires_grad else "const"
 
 
-def _label(node, grad, show_values=True):
-    """op, shape and dtype; then data and grad when the tensor is small."""
+def _names(params, fn):
+    """{id(tensor): name} from params: None, a {name: Tensor} dict, or a Module (its named_parameters())."""
+    if params is None:
+        return {}
+    if hasattr(params, "named_parameters"):
+        params = dict(params.named_parameters())
+    if not isinstance(params, dict) or not all(isinstance(t, Tensor) for t in params.values()):
+        raise TypeError(f"{fn}: params must be a {{name: Tensor}} dict or a Module, got {type(params).__name__}")
+    return {id(t): str(name) for name, t in params.items()}
+
+
+def _label(node, grad, show_values=True, names=None):
+    """op (or a leaf's name), shape and dtype; then data and grad when the tensor is small."""
     shape = "x".join(map(str, node.shape)) or "scalar"
-    lines = [f"{_kind(node)}  {shape}  {node.dtype}"]
+    lines = [f"{_kind(node, names)}  {shape}  {node.dtype}"]
     if show_values:
         v = _values(node.data)
         if v is not None:
@@ -55,12 +70,14 @@ def _graph(tensor, grads, fn):
     return order, ids, edges, gmap
 
 
-def print_graph(tensor, grads=False, file=None):
-    """Print the graph that made `tensor`, inputs first: '#id op shape dtype <- #inputs', values when small."""
+def print_graph(tensor, grads=False, file=None, params=None):
+    """Print the graph that made `tensor`, inputs first: '#id op shape dtype <- #inputs', values when small.
+    params: {name: tensor} or a Module, to name those leaves."""
+    names = _names(params, "print_graph")
     order, ids, _, gmap = _graph(tensor, grads, "print_graph")
     lines = []
     for n in order:
-        label = _label(n, gmap.get(n))
+        label = _label(n, gmap.get(n), names=names)
         ins = ", ".join(f"#{ids[p]}" for p in n._parents)
         lines.append(f"#{ids[n]:<3} {label[0]}" + (f"  <- {ins}" if ins else ""))
         lines += [f"      {extra}" for extra in label[1:]]
@@ -83,8 +100,10 @@ def _depths(order):
     return depth
 
 
-def draw_graph(tensor, path=None, grads=False, max_nodes=200, rankdir="LR"):
+def draw_graph(tensor, path=None, grads=False, max_nodes=200, rankdir="LR", params=None):
     """Draw the graph that made `tensor`, left to right; save to `path` (.png or .svg) or return the figure.
+
+    params: {name: tensor} or a Module (its named_parameters()): those leaves are labelled by name.
 
     rankdir="TB" (graphviz's name) draws it top to bottom instead: a deep graph is then tall rather than wide,
     which a page shows at a readable size.
@@ -99,12 +118,13 @@ def draw_graph(tensor, path=None, grads=False, max_nodes=200, rankdir="LR"):
         matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    names = _names(params, "draw_graph")
     order, ids, edges, gmap = _graph(tensor, grads, "draw_graph")
     depth = _depths(order)
     collapse = len(order) > max_nodes
     # boxes: one per node; past max_nodes, one per kind of node (op, shape, dtype), which folds the repeated
     # structure of layers and time steps into one box each, drawn in the column of its first member
-    key = (lambda n: (_kind(n), n.shape, str(n.dtype))) if collapse else (lambda n: ids[n])
+    key = (lambda n: (_kind(n, names), n.shape, str(n.dtype))) if collapse else (lambda n: ids[n])
     boxes = {}
     for n in order:
         boxes.setdefault(key(n), []).append(n)
@@ -121,8 +141,8 @@ def draw_graph(tensor, path=None, grads=False, max_nodes=200, rankdir="LR"):
     texts = {}
     for k, members in boxes.items():
         n = members[0]
-        lines = [_label(n, None, False)[0] + f"  x{len(members)}"] if len(members) > 1 else \
-            _label(n, gmap.get(n), show_values=not collapse)
+        lines = [_label(n, None, False, names)[0] + f"  x{len(members)}"] if len(members) > 1 else \
+            _label(n, gmap.get(n), show_values=not collapse, names=names)
         texts[k] = "\n".join(lines)
     # a column is as wide as its widest label (monospace at 7 pt: ~0.06 inch a character)
     chars = max(len(line) for t in texts.values() for line in t.split("\n"))
@@ -153,11 +173,12 @@ def draw_graph(tensor, path=None, grads=False, max_nodes=200, rankdir="LR"):
         else:  # a folded loop (layer k feeds layer k+1 of the same kind): a back edge, curved below
             ax.annotate("", xy=(x1, y1 - 0.25), xytext=(x0, y0 - 0.25),
                         arrowprops=dict(arrowstyle="->", color="tab:red", lw=0.8, connectionstyle="arc3,rad=0.4"))
-    colours = {"param": "#cde6ff", "const": "#eeeeee"}
     for k, members in boxes.items():
         x, y = pos[k]
+        n = members[0]
+        colour = "#fff2cc" if n._backward is not None else "#cde6ff" if n.requires_grad else "#eeeeee"
         ax.text(x, y, texts[k], ha="center", va="center", fontsize=7, family="monospace",
-                bbox=dict(boxstyle="round", fc=colours.get(_kind(members[0]), "#fff2cc"), ec="gray"))
+                bbox=dict(boxstyle="round", fc=colour, ec="gray"))
     if tb:
         ax.set_xlim(-width / 2, width / 2)
         ax.set_ylim(-height + 0.5, 0.5)

@@ -5,7 +5,7 @@ Model: a decoder-only language model (embedding + sinusoidal positions + 2 causa
 d_model 64, 4 heads, ff 128, + a vocabulary head of 32), batch 1, float32, untrained (the tokens do not matter,
 only that both ways produce the same ones: checked). One process, BLAS pinned to --threads; the two ways are
 timed alternately (--repeats rounds, the best round kept).
-Run: python benchmarks/kv_cache.py [--lengths 256 1024] [--threads 1] [--repeats 1] [--json FILE]
+Run: python benchmarks/bench_kv_cache.py [--lengths 256 1024] [--threads 1] [--repeats 1] [--json FILE]
 """
 import argparse
 import json

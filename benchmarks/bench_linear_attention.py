@@ -1,49 +1,31 @@
 """Linear attention against softmax attention over L: time and peak memory of forward + backward, one head,
 d = 64, causal, float32, batch 1. Softmax: attention.scaled_dot_product_attention(is_causal=True) (dense L x L);
 linear: attention.linear_attention(causal=True) (the chunked prefix-sum kernel, chunk 64). Peak memory is the
-traced NumPy allocation high-water mark (tracemalloc) of one forward + backward; time is the best of --repeats,
-the two alternating, in one process with BLAS pinned. The crossover is the shortest L at which linear is faster.
-Run: python benchmarks/linear_attention.py [--lengths 256 1024 4096 16384] [--softmax-max 4096] [--json FILE]
+traced NumPy allocation high-water mark (tracemalloc, minigrad/utils/memory.py) of one forward + backward; time
+is the best of --repeats, the two alternating, in one process with BLAS pinned. The crossover is the shortest L
+at which linear is faster.
+Run: python benchmarks/bench_linear_attention.py [--lengths 256 1024 4096 16384] [--softmax-max 4096] [--json FILE]
 """
 import argparse
 import json
 import sys
-import time
-import tracemalloc
 from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script: make the packages importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import numpy as np
-
-import minigrad as mg
-from attention import linear_attention, scaled_dot_product_attention
+from minigrad.utils import memory
 
 E = 64
-
-
-def _step(path, q, k, v, g):
-    ts = [mg.tensor(x, requires_grad=True) for x in (q, k, v)]
-    out = (scaled_dot_product_attention(*ts, is_causal=True) if path == "softmax"
-           else linear_attention(*ts, causal=True))
-    out.backward(g)
+KERNELS = {"softmax": ("attention:scaled_dot_product_attention", {"is_causal": True}),
+           "linear": ("attention:linear_attention", {"causal": True})}
 
 
 def measure(path, L, repeats=3, seed=0):
-    """-> {"path", "L", "seconds" (best of repeats), "peak_mb"} for one forward + backward."""
-    rng = np.random.default_rng(seed)
-    q, k, v, g = (rng.standard_normal((1, L, E)).astype(np.float32) for _ in range(4))
-    tracemalloc.start()
-    _step(path, q, k, v, g)
-    peak = tracemalloc.get_traced_memory()[1] / 2 ** 20
-    tracemalloc.stop()
-    best = np.inf
-    for _ in range(repeats):
-        t = time.perf_counter()
-        _step(path, q, k, v, g)
-        best = min(best, time.perf_counter() - t)
-    return {"path": path, "L": L, "seconds": best, "peak_mb": peak}
+    """-> {"path", "L", "seconds" (best of repeats), "peak_mb"} for one forward + backward (memory.measure)."""
+    q, k, v, g = (x[None] for x in memory.attention_inputs(L, E, seed))  # batch 1: (1, L, E)
+    kernel, kw = KERNELS[path]
+    return {"path": path, "L": L, **memory.measure(lambda: memory.attention_step(kernel, q, k, v, g, **kw), repeats)}
 
 
 def run(lengths=(256, 1024, 4096, 16384), softmax_max=4096, repeats=3):

@@ -1,4 +1,4 @@
-"""Issue 8, modules and attention: NaN/inf padding gets zero gradient in every parameter, LayerNorm(bias=),
+"""Module and attention edge cases: NaN/inf padding gets zero gradient in every parameter, LayerNorm(bias=),
 bias-free transformer layers and tied weights load torch's state dicts, and the small attention crashes."""
 import numpy as np
 import pytest

@@ -7,22 +7,22 @@ Two workloads, each timed round-robin in one process against a hand-written NumP
   exact:  L=4,096: the NumPy floor is dense attention by hand; minigrad's dense scaled_dot_product_attention and
           memory_efficient_attention (chunk 512).
 Peak memory is measured per configuration in a fresh process (resident set's high-water mark over its resident
-set after the imports): `peak_memory(path, L)`. Dense attention is not started where its estimated need
-(about 4 L^2 floats) exceeds the memory budget; the result says so.
-Run: python benchmarks/long_attention.py [--quick] [--threads 1] [--check] [--memory]
+set after the imports; minigrad/utils/memory.py): `peak_memory(path, L)`. Dense attention is not started where
+its estimated need (about 4 L^2 floats) exceeds the memory budget; the result says so.
+Run: python benchmarks/bench_long_attention.py [--quick] [--threads 1] [--check] [--memory]
 """
 import json
 import math
-import os
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script: make the `benchmarks` package importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
+
+from minigrad.utils import memory
+from minigrad.utils.memory import dense_estimate_mb
 
 # benchmarks.common (which imports torch and the other frameworks) is imported where it is used, so that the
 # fresh process measuring one configuration loads only NumPy and minigrad
@@ -35,7 +35,7 @@ CHUNK = 512
 IMPL_NAMES = ("minigrad (attention.sliding_window_attention)", "minigrad (attention.sdpa)",
               "minigrad (attention.memory_efficient_attention)")
 PATHS = ("dense", "window", "efficient", "banded floor")
-DENSE_BUDGET_MB = 2048  # dense is not started past this estimate (a laptop's share; the machine is shared)
+DENSE_BUDGET_MB = memory.DENSE_BUDGET_MB  # dense is not started past this estimate
 
 
 def make_data(L, E, dtype, seed=0):
@@ -167,63 +167,24 @@ def check(impl=None):
     return status
 
 
-# ---- peak memory, one fresh process per configuration ------------------------------------------------
+# ---- peak memory, one fresh process per configuration (minigrad/utils/memory.py) ---------------------
 
-def _status_mb(field):
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-def dense_estimate_mb(L, itemsize=4):
-    """Dense forward + backward holds at most four L x L arrays (weights, their gradient, two temporaries): an
-    upper estimate, checked before allocating (the measured peak is about two: 534 MB at L = 8,192)."""
-    return 4 * L * L * itemsize / 2 ** 20
-
-
-def _child(path, L, w, E, chunk):
-    """Runs in the fresh process: one forward + backward, then prints seconds, cpu and peak over baseline."""
-    import minigrad  # noqa: F401  (imports first: the baseline includes them)
-    import attention
-    base = _status_mb("VmRSS")
-    q, k, v, g = make_data(L, E, np.float32)
-    t0, c0 = time.perf_counter(), time.process_time()
-    if path == "banded floor":
-        banded(q, k, v, g, w)
-    else:
-        from minigrad import Tensor
-        ts = [Tensor(x, requires_grad=True) for x in (q, k, v)]
-        if path == "dense":
-            out = attention.scaled_dot_product_attention(*ts)
-        elif path == "window":
-            out = attention.sliding_window_attention(*ts, w)
-        else:
-            out = attention.memory_efficient_attention(*ts, chunk_size=chunk)
-        out.backward(g)
-    res = {"seconds": time.perf_counter() - t0, "cpu_seconds": time.process_time() - c0,
-           "peak_mb": _status_mb("VmHWM") - base}
-    print(json.dumps(res))
+def banded_pass(L, w, E):
+    """The banded floor's forward + backward on memory.attention_inputs: the fresh process's workload."""
+    banded(*memory.attention_inputs(L, E), w)
 
 
 def peak_memory(path, L, w=128, E=64, chunk=CHUNK, budget_mb=DENSE_BUDGET_MB, timeout=900):
     """{path, L, seconds, cpu_seconds, peak_mb, note}: one fwd+bwd in a fresh process (float32, one head)."""
     if path not in PATHS:
         raise ValueError(f"peak_memory: path must be one of {PATHS}, got {path!r}")
+    if path != "banded floor":
+        return memory.attention_peak(path, L, w, E, chunk, budget_mb, timeout)
     row = {"path": path, "L": L, "seconds": None, "cpu_seconds": None, "peak_mb": None, "note": ""}
-    if path == "dense" and dense_estimate_mb(L) > budget_mb:
-        row["note"] = (f"not run: dense needs about {dense_estimate_mb(L):.0f} MB (4 L^2 float32), "
-                       f"over the {budget_mb} MB budget")
-        return row
-    env = dict(os.environ, OPENBLAS_NUM_THREADS=os.environ.get("OPENBLAS_NUM_THREADS", "1"))
-    root = str(Path(__file__).resolve().parents[1])
-    r = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child", path, str(L), str(w), str(E),
-                        str(chunk)], capture_output=True, text=True, env=env, cwd=root, timeout=timeout)
-    if r.returncode != 0:
-        row["note"] = f"failed (exit {r.returncode}): {r.stderr.strip().splitlines()[-1] if r.stderr else ''}"
-        return row
-    row.update(json.loads(r.stdout.strip().splitlines()[-1]))
+    try:
+        row.update(memory.peak_memory(banded_pass, L, w, E, timeout=timeout))
+    except RuntimeError as e:
+        row["note"] = str(e)
     return row
 
 
@@ -278,23 +239,20 @@ def targets(recs, mem):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1 and sys.argv[1] == "--child":
-        _child(sys.argv[2], *map(int, sys.argv[3:7]))
+    import argparse
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--check", action="store_true")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--threads", type=int, nargs="+", default=[1])
+    ap.add_argument("--budget", type=float, default=20.0)
+    ap.add_argument("--no-save", action="store_true")
+    ap.add_argument("--json", default=None, help="also write the records and memory table to this file")
+    a = ap.parse_args()
+    if a.check:
+        for name, note in check().items():
+            print(f"  {name}: {'equals the floor' if note is None else note}")
     else:
-        import argparse
-        ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-        ap.add_argument("--check", action="store_true")
-        ap.add_argument("--quick", action="store_true")
-        ap.add_argument("--threads", type=int, nargs="+", default=[1])
-        ap.add_argument("--budget", type=float, default=20.0)
-        ap.add_argument("--no-save", action="store_true")
-        ap.add_argument("--json", default=None, help="also write the records and memory table to this file")
-        a = ap.parse_args()
-        if a.check:
-            for name, note in check().items():
-                print(f"  {name}: {'equals the floor' if note is None else note}")
-        else:
-            recs, mem = run(a.threads, a.quick, a.budget, not a.no_save)
-            if a.json:
-                Path(a.json).write_text(json.dumps({"records": recs, "memory": mem,
-                                                    "targets": targets(recs, mem)}, indent=1, default=str))
+        recs, mem = run(a.threads, a.quick, a.budget, not a.no_save)
+        if a.json:
+            Path(a.json).write_text(json.dumps({"records": recs, "memory": mem,
+                                                "targets": targets(recs, mem)}, indent=1, default=str))

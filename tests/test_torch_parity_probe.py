@@ -1,5 +1,5 @@
-"""Issue 23: one regression test per finding of the round-3 probe (shared/notes/probe-findings.md), each asserting
-what torch (the oracle, imported inside the test) or the math says."""
+"""Torch parity, probe findings: one regression test per finding of the round-3 probe
+(shared/notes/probe-findings.md), each asserting what torch (the oracle, imported inside the test) or the math says."""
 import io
 import json
 import os

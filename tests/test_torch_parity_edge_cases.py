@@ -1,4 +1,5 @@
-"""Issue 8 against PyTorch: where torch defines the behaviour of a fixed defect, minigrad matches it."""
+"""The engine and module edge cases against PyTorch: where torch defines the behaviour of a fixed defect,
+minigrad matches it."""
 import math
 
 import numpy as np
