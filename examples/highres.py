@@ -78,11 +78,12 @@ def measure(pattern, side, timeout=900):
 
 
 def rows(path=None, quick=False):
-    """Rows read from a JSON file (a list of rows as `measure` returns), or measured now."""
+    """Rows read from a JSON file (vision.py's metrics.json, or a list of rows as `measure` returns), or measured
+    now."""
     if path:
         with open(path) as f:
             data = json.load(f)
-        return data["rows"] if isinstance(data, dict) else data
+        return data["high_resolution"] if isinstance(data, dict) else data
     out = []
     for side in (QUICK_SIDES if quick else SIDES):
         for pattern in PATTERNS:

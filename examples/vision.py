@@ -15,8 +15,8 @@ Data (one of):
 --quick: the plain glyphs, 250 steps, one seed.
 Every model: Adam, batch 64; the reported accuracy is the final model's on the held-out split (no early stopping).
 Then the high-resolution part: time and peak memory of one attention layer (forward + backward) as the token grid
-grows from 32 to 256 a side, global against window and neighbourhood attention (--highres FILE reads a JSON from
-benchmarks/bench_local2d.py instead of measuring).
+grows from 32 to 256 a side, global against window and neighbourhood attention (examples/highres.py; --highres FILE
+draws the rows of an earlier run's metrics.json instead of measuring, --highres skip leaves the part out).
 
 python examples/vision.py [--quick] [--seed N] [--out DIR] [--objects FILE.npz|digits] [--canvases]
 Writes its PNG figures, metrics.json (its headline numbers), section.md and headline.json under --out.
@@ -24,7 +24,6 @@ Writes its PNG figures, metrics.json (its headline numbers), section.md and head
 from common import Progress, Report, parse_args, pyplot
 
 import argparse
-import os
 import time
 
 import numpy as np
@@ -72,8 +71,8 @@ def add_flags(p):
                                                           "grid of patches)")
     p.add_argument("--lr", type=float, default=2e-3)
     p.add_argument("--test-size", type=int, default=None, help="held-out glyphs or canvases (default 2,000)")
-    p.add_argument("--highres", default=None, help="a JSON from benchmarks/bench_local2d.py to draw instead of "
-                                                   "measuring; 'skip' leaves the part out")
+    p.add_argument("--highres", default=None, help="an earlier run's metrics.json whose high-resolution rows to draw "
+                                                   "instead of measuring; 'skip' leaves the part out")
 
 
 # ---------------------------------------------------------------- data

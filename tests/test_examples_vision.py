@@ -164,3 +164,15 @@ def test_a_window_model_learns_its_window_and_nothing_beyond():
     _, acc = train_one("window", 1, SimpleNamespace(steps=300, batch=32, lr=3e-3), 0, (bank,), test)
     assert min(acc[:4]) >= 0.7, acc
     assert max(acc[4:]) <= 0.35, acc
+
+
+def test_highres_draws_an_earlier_runs_rows(tmp_path):
+    """--highres FILE: the rows of an earlier run's metrics.json, not measured again."""
+    import json
+    rows = [{"pattern": p, "side": s, "tokens": s * s, "seconds": 0.01 * s, "cpu_seconds": 0.01 * s,
+             "peak_mb": 0.001 * s * s, "note": ""} for p in ("global", "window", "neighborhood") for s in (8, 16)]
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps({"high_resolution": rows}))
+    m = run_ok("vision", str(tmp_path / "v"), "--quick", "--steps", "1", "--models", "conv", "na",
+               "--test-size", "20", "--highres", str(path))
+    assert m["high_resolution"] == rows
