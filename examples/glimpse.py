@@ -35,7 +35,7 @@ from attention.glimpse import GlimpseClassifier, HardGlimpseNet, PatchGrid, Read
 from attention import Categorical
 from attention.reinforce import BASELINES, Trainer, make_baseline
 from attention.tasks.canvases import Canvases, load_objects
-from attention.plotting import image_overlay
+from attention.plotting import attention_on_image, image_overlay
 from plots import learning_curves
 
 MODELS = ["mlp", "center", "random", "hard", "draw", "stn", "soft", "oracle"]
@@ -182,16 +182,18 @@ def tracks_figure(net, test, grid, n=8):
     r, c = grid.corners(index)
     fig, axes = plt.subplots(2, n, figsize=(1.7 * n, 3.6))
     top = max(float(probs.max()), 1e-9)  # one colour scale for every policy map, so they compare
+    left = grid.size / 2 - 0.5 - grid.stride / 2  # the first glimpse centre, less half a stride
+    extent = (left, left + grid.n * grid.stride, left + grid.n * grid.stride, left)
     for k in range(n):
         ax = axes[0, k]
         image_overlay(ax, x[k], box=boxes[k], patch=(r[k], c[k], grid.size, grid.size), title=f"label {y[k]}")
-        ax2 = axes[1, k]
-        im = ax2.imshow(probs[k].reshape(grid.n, grid.n), cmap="viridis", vmin=0, vmax=top)
-        ax2.set_xticks([])
-        ax2.set_yticks([])
+        ax2 = axes[1, k]  # the policy over the canvas: cell (i, j) drawn at its glimpse's centre, a stride wide
+        attention_on_image(x[k], probs[k], grid=(grid.n, grid.n), axes=[ax2], extent=extent, vmax=top,
+                           colorbar=False, cmap="viridis", alpha=0.75)
         if k == 0:
             ax.set_ylabel("canvas", fontsize=8)
             ax2.set_ylabel("policy over\nglimpse cells", fontsize=8)
+    im = axes[1, 0].images[-1]
     fig.suptitle("hard attention on test canvases: red = the glimpse it reads (argmax), "
                  "green dashed = the object", fontsize=9)
     fig.tight_layout()

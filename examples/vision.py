@@ -1,0 +1,350 @@
+"""E16: attention on images. A small conv net against four attention classifiers on the same fixed held-out split,
+each trained from 3 seeds: a ViT (Dosovitskiy et al. 2021) read from a cls token or by mean pooling, a Swin-lite
+(Liu et al. 2021: window and shifted-window blocks, patch merging) and a neighbourhood-attention net (Hassani et al.
+2023: each token attends its clamped 3x3 neighbourhood).
+
+Data (one of):
+  plain (default)     8x8 objects classified as they are: built-in glyphs (attention/tasks/canvases.py; 10,000
+                      drawn once for training, 2,000 held out, 1,250 steps), or scikit-learn's digits
+                      (`--objects digits`, needs scikit-learn) or your own .npz (`--objects FILE.npz`, as glimpse.py
+                      takes it), split once 80/20 (the split of scikit-learn's train_test_split(test_size=0.2,
+                      random_state=0)), 50 epochs.
+  --canvases          32x32 cluttered canvases (E9's): one object at a random place and four 4x4 clutter
+                      fragments; fresh training canvases every step (2,000 steps), a fixed test set of 2,000 drawn
+                      from held-out objects.
+--quick: the plain glyphs, 250 steps, one seed.
+Every model: Adam, batch 64; the reported accuracy is the final model's on the held-out split (no early stopping).
+Then the high-resolution part: time and peak memory of one attention layer (forward + backward) as the token grid
+grows from 32 to 256 a side, global against window and neighbourhood attention (examples/highres.py; --highres FILE
+draws the rows of an earlier run's metrics.json instead of measuring, --highres skip leaves the part out).
+
+python examples/vision.py [--quick] [--seed N] [--out DIR] [--objects FILE.npz|digits] [--canvases]
+Writes its PNG figures, metrics.json (its headline numbers), section.md and headline.json under --out.
+"""
+from common import Progress, Report, parse_args, pyplot
+
+import argparse
+import time
+
+import numpy as np
+
+import minigrad as mg
+from minigrad import optim
+from attention.tasks.canvases import Canvases, check_objects, load_objects, make_glyphs
+from vision_nets import ConvNet, SwinLite, ViT, count_parameters, na_net
+import highres
+
+MODELS = ["conv", "vit_cls", "vit_mean", "swin", "na"]
+ATTENTION = MODELS[1:]
+TARGET, GAP, CPU_BUDGET = 0.90, 0.03, 180.0
+GLYPH_BANK = 10000  # built-in glyphs drawn once for training (the objects' 50 epochs cost as many steps: 1,250)  # every attention model >= 0.90, within 3 points of conv, <= 3 CPU-min
+
+
+def objects_arg(value):
+    """argparse type for --objects: "digits" (scikit-learn's 8x8 digits, /16) or an .npz, checked before --out."""
+    if value == "digits":
+        try:
+            from sklearn.datasets import load_digits
+        except ImportError:
+            raise argparse.ArgumentTypeError("'digits' needs scikit-learn (pip install scikit-learn), or give an "
+                                              ".npz of 'images' (N, h, w) in [0, 1] and integer 'labels'") from None
+        d = load_digits()
+        return check_objects((d.images / 16.0).astype(np.float32), d.target.astype(np.int64), source="digits")
+    try:
+        return load_objects(value)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def add_flags(p):
+    p.add_argument("--objects", type=objects_arg, default=None,
+                   help="'digits' (scikit-learn's, needs it installed) or an .npz with 'images' (N, h, w) in [0, 1], "
+                        "h, w <= 8, and integer 'labels' (N,)")
+    p.add_argument("--canvases", action="store_true", help="put the objects on 32x32 cluttered canvases (E9's) "
+                                                             "instead of classifying them as they are")
+    p.add_argument("--models", nargs="+", default=None, choices=MODELS, help="which models (default: all five)")
+    p.add_argument("--seeds", type=int, default=None, help="seeds per model (default 3; --quick 1)")
+    p.add_argument("--steps", type=int, default=None, help="training steps per run (default: glyphs 1,250, "
+                                                           "objects 50 epochs, --canvases 2,000)")
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--patch", type=int, default=None, help="patch side of the attention models (default: a 4x4 "
+                                                          "grid of patches)")
+    p.add_argument("--lr", type=float, default=2e-3)
+    p.add_argument("--test-size", type=int, default=None, help="held-out glyphs or canvases (default 2,000)")
+    p.add_argument("--highres", default=None, help="an earlier run's metrics.json whose high-resolution rows to draw "
+                                                   "instead of measuring; 'skip' leaves the part out")
+
+
+# ---------------------------------------------------------------- data
+
+class Plain:
+    """The objects themselves, split once 80/20 as scikit-learn's train_test_split(test_size=0.2, random_state=0)
+    does (a RandomState(0) permutation; its first 20% are the test set); batches reshuffled every epoch."""
+
+    def __init__(self, images, labels, test_fraction=0.2, test=None):
+        """test=(images, labels): a separate held-out set (the built-in glyphs); otherwise the 80/20 split."""
+        if test is None:
+            n = len(images)
+            n_test = int(np.ceil(test_fraction * n))
+            order = np.random.RandomState(0).permutation(n)
+            self.train = images[order[n_test:]], labels[order[n_test:]]
+            self.test = images[order[:n_test]], labels[order[:n_test]]
+        else:
+            self.train, self.test = (images, labels), test
+        self.side, self.num_classes = images.shape[1], int(labels.max()) + 1
+        if images.shape[1] != images.shape[2] or images.shape[1] % 2:
+            raise ValueError(f"plain objects: square, with an even side, expected, got {images.shape[1:]}")
+
+    def batches(self, batch, rng):
+        """Endless (images, labels) minibatches, a fresh permutation each epoch (the last partial batch kept)."""
+        x, y = self.train
+        while True:
+            order = rng.permutation(len(y))
+            for i in range(0, len(y), batch):
+                yield x[order[i:i + batch]], y[order[i:i + batch]]
+
+
+class OnCanvases:
+    """Cluttered canvases (attention/tasks/canvases.py) with a test set fixed by the data seed 0, whatever the
+    model seed; training canvases are drawn fresh from the model seed's stream."""
+
+    def __init__(self, objects, test_size):
+        self.task = Canvases(size=32, objects=objects, num_test=test_size, seed=0)
+        self.test = self.task.test[:2]
+        self.side, self.num_classes = 32, self.task.num_classes
+
+    def batches(self, batch, rng):
+        while True:
+            x, y, _ = self.task.batch(batch, rng)
+            yield x, y
+
+
+def make_model(name, side, num_classes, patch=None):
+    """The five models; the attention models on a 4x4 grid of patches (patch 2 on 8x8 objects, 8 on 32x32
+    canvases) unless `patch` says otherwise; Swin-lite's window is half the grid."""
+    patch = patch or side // 4
+    window = side // patch // 2
+    if name == "conv":
+        return ConvNet(side, num_classes)
+    if name in ("vit_cls", "vit_mean"):
+        return ViT(side, patch, num_classes, pool=name[4:])
+    if name == "swin":
+        return SwinLite(side, patch, num_classes, window=window)
+    return na_net(side, patch, num_classes, kernel=3)
+
+
+# ---------------------------------------------------------------- training
+
+def accuracy(model, data, chunk=500):
+    x, y = data
+    with mg.no_grad():
+        hits = [model(x[i:i + chunk]).data.argmax(-1) == y[i:i + chunk] for i in range(0, len(y), chunk)]
+    return float(np.concatenate(hits).mean())
+
+
+def train(name, seed, data, steps, args, curve_points=10):
+    """One run: -> dict(accuracy, cpu_seconds, ms_per_step, parameters, curve (steps, test accuracy))."""
+    mg.manual_seed(1000 * seed + MODELS.index(name))
+    rng = np.random.default_rng([seed, MODELS.index(name)])
+    model = make_model(name, data.side, data.num_classes, args.patch)
+    opt = optim.Adam(model.parameters(), lr=args.lr)
+    progress = Progress(steps, label=f"{name:>8} seed {seed} ")
+    every = max(1, steps // curve_points)
+    probe = (data.test[0][:500], data.test[1][:500])  # the curve's points: the first 500 test items
+    curve, train_cpu, batches = [], 0.0, data.batches(args.batch, rng)
+    for step in range(1, steps + 1):
+        t0 = time.process_time()
+        x, y = next(batches)
+        logits = model(x)
+        loss = mg.cross_entropy(logits, y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        train_cpu += time.process_time() - t0
+        progress(step, loss=loss.item(), acc=float((logits.data.argmax(-1) == y).mean()))
+        if step % every == 0 or step == steps:
+            curve.append((step, accuracy(model, probe)))
+    t0 = time.process_time()
+    acc = accuracy(model, data.test)
+    cpu = train_cpu + time.process_time() - t0
+    return {"accuracy": acc, "cpu_seconds": cpu, "ms_per_step": 1000 * train_cpu / steps,
+            "parameters": count_parameters(model), "curve": curve, "model": model}
+
+
+def summarise(runs, models):
+    """Per model: mean and sd (population) of the seeds' accuracies, gap to conv, worst CPU-s, mean ms/step."""
+    rows = []
+    conv = np.mean([r["accuracy"] for r in runs["conv"]]) if "conv" in runs else None
+    for name in models:
+        accs = [r["accuracy"] for r in runs[name]]
+        row = {"model": name, "parameters": runs[name][0]["parameters"], "seeds": len(accs),
+               "accuracy_mean": float(np.mean(accs)), "accuracy_sd": float(np.std(accs)),
+               "accuracy_per_seed": " ".join(f"{a:.3f}" for a in accs),
+               "gap_to_conv_points": None if conv is None else float(100 * (conv - np.mean(accs))),
+               "ms_per_step": float(np.mean([r["ms_per_step"] for r in runs[name]])),
+               "cpu_seconds_max": float(max(r["cpu_seconds"] for r in runs[name]))}
+        if name != "conv":
+            row["meets_targets"] = bool(row["accuracy_mean"] >= TARGET and (conv is None or row["gap_to_conv_points"]
+                                        <= 100 * GAP) and row["cpu_seconds_max"] <= CPU_BUDGET)
+        rows.append(row)
+    return rows
+
+
+# ---------------------------------------------------------------- figures
+
+def accuracy_figure(rows, runs, title):
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(6.5, 3.6))
+    for i, r in enumerate(rows):
+        accs = [x["accuracy"] for x in runs[r["model"]]]
+        ax.bar(i, r["accuracy_mean"], color="tab:gray" if r["model"] == "conv" else "tab:blue", alpha=0.6)
+        ax.plot([i] * len(accs), accs, "ko", ms=4)
+        ax.text(i, r["accuracy_mean"] + 0.005, f"{r['accuracy_mean']:.3f}\n{r['parameters']:,} p", ha="center",
+                va="bottom", fontsize=7)
+    conv = next((r["accuracy_mean"] for r in rows if r["model"] == "conv"), None)
+    if conv is not None:
+        ax.axhline(conv - GAP, ls="--", lw=1, color="tab:red", label=f"conv mean - {int(100 * GAP)} points")
+    ax.axhline(TARGET, ls=":", lw=1, color="gray", label=f"target {TARGET}")
+    ax.set_xticks(range(len(rows)))
+    ax.set_xticklabels([r["model"] for r in rows])
+    lo = min(min(x["accuracy"] for x in runs[r["model"]]) for r in rows)
+    ax.set_ylim(max(0.0, min(lo, TARGET) - 0.08), 1.04)
+    ax.set_ylabel("held-out accuracy (final model)")
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    return fig
+
+
+def curves_figure(runs, models):
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(6.5, 3.6))
+    for name in models:
+        for i, r in enumerate(runs[name]):
+            s, a = zip(*r["curve"])
+            ax.plot(s, a, color=f"C{MODELS.index(name)}", alpha=0.8, label=name if i == 0 else None)
+    ax.set_xlabel("training step")
+    ax.set_ylabel("accuracy on 500 held-out items")
+    ax.set_title("learning curves (one line per seed)", fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def attention_figure(runs, data):
+    """The ViT's cls token (its query) over one held-out image, per head, in the last block; and a Swin-lite and a
+    neighbourhood token's maps in their first block (the plotting helper users call)."""
+    from attention.plotting import attention_on_image
+    plt = pyplot()
+    x = data.test[0][:1]
+    panels = []
+    if "vit_cls" in runs:
+        w = runs["vit_cls"][0]["model"].attention_maps(x)[-1][0, :, 0, 1:]        # (H, T) the cls row, grid keys
+        panels.append(("ViT cls token, last block", w, None))
+    for name, label in (("swin", "Swin-lite, shifted block"), ("na", "neighbourhood net, first block")):
+        if name in runs:
+            model = runs[name][0]["model"]
+            g = model.grid[0]
+            q = (g // 2) * g + g // 2 - 1 if name == "swin" else (g // 2) * g + g // 2
+            maps = model.attention_maps(x)
+            w = (maps[-1] if name == "swin" else maps[0])[0, :, q]
+            panels.append((f"{label}, query {divmod(q, g)}", w, divmod(q, g)))
+    if not panels:
+        return None
+    H = max(p[1].shape[0] for p in panels)
+    fig, axes = plt.subplots(len(panels), H, figsize=(2.4 * H + 0.6, 2.5 * len(panels)), squeeze=False)
+    for row, (title, w, q) in zip(axes, panels):
+        attention_on_image(x[0], w, query=q, axes=row, title=title, colorbar=False)
+    fig.tight_layout()
+    for row in axes:  # one colour scale per row (its heads), drawn once the panels are laid out
+        fig.colorbar(row[0].images[-1], ax=list(row), fraction=0.03, pad=0.02, label="attention weight")
+    return fig
+
+
+def main():
+    args = parse_args("E16: image classification with attention (conv, ViT cls/mean, Swin-lite, neighbourhood "
+                      "attention), 3 seeds each, and the cost of one attention layer as the image grows. Over the "
+                      "5-minute budget: the default run costs 391 CPU-s and 2180 s of wall time on a 2-core machine "
+                      "shared with other jobs (timed on 2026-12-04 at a load of 9 to 15, docs/examples/README.md); "
+                      "each of its 15 training runs takes at most 37 CPU-s; --quick takes about 40 CPU-s.",
+                      "vision", extra=add_flags)
+    quick = args.quick
+    models = args.models or MODELS
+    seeds = args.seeds or (1 if quick else 3)
+    if not args.canvases:
+        if args.objects is None:  # built-in glyphs are unlimited: a training bank and a held-out set of their own
+            test = make_glyphs(args.test_size or 2000, np.random.default_rng([0, 4]))
+            data = Plain(*make_glyphs(GLYPH_BANK, np.random.default_rng([0, 3])), test=test)
+            what = f"built-in 8x8 glyphs classified plain ({GLYPH_BANK} for training, {len(test[1])} held out)"
+            steps = args.steps or (250 if quick else 1250)
+        else:
+            data = Plain(*args.objects)
+            what = f"{len(args.objects[0])} objects ({data.side}x{data.side}), classified plain (80/20 split)"
+            epoch = -(-len(data.train[1]) // args.batch)
+            steps = args.steps or epoch * (10 if quick else 50)
+    else:
+        test_size = args.test_size or 2000
+        data = OnCanvases(args.objects, test_size)
+        what = (f"32x32 canvases with 4 clutter fragments, {'built-in glyphs' if args.objects is None else 'your objects'}"
+                f"; fixed test set of {test_size}")
+        steps = args.steps or 2000
+    report = Report(args, "vision", claim="attention classifies images as well as a small conv net")
+    print(f"data: {what}; {data.num_classes} classes; models {models}; {seeds} seed(s) x {steps} steps", flush=True)
+    runs = {}
+    for name in models:
+        runs[name] = []
+        for s in range(seeds):
+            r = train(name, args.seed + s, data, steps, args)
+            print(f"{name} seed {args.seed + s}: accuracy {r['accuracy']:.4f}, {r['cpu_seconds']:.0f} CPU-s, "
+                  f"{r['ms_per_step']:.1f} ms/step", flush=True)
+            runs[name].append(r)
+    rows = summarise(runs, models)
+    report.text(f"Data: {what}. {steps} steps of batch {args.batch}, Adam lr {args.lr}; accuracy of the final model. "
+                f"`cpu_seconds_max` is the slowest seed's process CPU time (training and evaluation), "
+                f"`ms_per_step` the mean CPU time of one training step.")
+    report.table(rows, ["model", "parameters", "seeds", "accuracy_mean", "accuracy_sd", "accuracy_per_seed",
+                        "gap_to_conv_points", "ms_per_step", "cpu_seconds_max", "meets_targets"],
+                 title=f"E16: held-out accuracy (targets: every attention model >= {TARGET} and within "
+                       f"{int(100 * GAP)} points of conv, means over seeds; <= {CPU_BUDGET:.0f} CPU-s a run)")
+    report.figure(accuracy_figure(rows, runs, f"{what}: mean over {seeds} seed(s) (bars), each seed (dots)"),
+                  "accuracy.png", "held-out accuracy of each model: the bar is the mean over seeds, dots the seeds; "
+                  "red dashed: 3 points below the conv net's mean")
+    report.figure(curves_figure(runs, models), "learning_curves.png",
+                  "accuracy on the first 500 held-out items during training, one line per seed")
+    fig = attention_figure(runs, data)
+    if fig is not None:
+        report.figure(fig, "attention_maps.png", "where the models look on a held-out image: one query's attention "
+                      "weights per head drawn over the image (the query's patch outlined)")
+    hr = None
+    if args.highres != "skip":
+        hr = highres.rows(args.highres, quick)
+        report.table(hr, ["pattern", "side", "tokens", "seconds", "peak_mb", "note"],
+                     title="high resolution: one attention layer, forward + backward, float32, fresh process each")
+        report.figure(highres.figure(hr), "highres.png", "time and peak memory of one attention layer as the token "
+                      "grid grows: global attention's memory grows as (h*w)^2 and stops where it no longer fits, "
+                      "window and neighbourhood attention's as h*w")
+        slopes = {p: highres.slope(hr, p) for p in highres.PATTERNS}
+        report.text("Fitted exponent b of peak memory ~ (h*w)^b over the measured sides: " + ", ".join(
+            f"{p} {b:.2f}" for p, b in slopes.items() if b is not None) + " (1: linear in the pixels, 2: quadratic).")
+    attn = [r for r in rows if r["model"] != "conv"]
+    if attn:
+        worst = min(attn, key=lambda r: (r["meets_targets"], r["accuracy_mean"]))
+        ok = all(r["meets_targets"] for r in attn)
+        if quick:
+            ok = all(r["accuracy_mean"] >= 0.5 for r in attn)
+        report.headline(f"lowest attention-model mean accuracy ({worst['model']})", worst["accuracy_mean"],
+                        ">= 0.5" if quick else f">= {TARGET}, within {int(100 * GAP)} points of conv, "
+                        f"<= {CPU_BUDGET:.0f} CPU-s a run", ok)
+    metrics = {"data": what, "steps": steps, "batch": args.batch, "seeds": seeds,
+               "models": {r["model"]: {k: v for k, v in r.items() if k != "model"} | {
+                   "accuracies": [x["accuracy"] for x in runs[r["model"]]],
+                   "cpu_seconds": [x["cpu_seconds"] for x in runs[r["model"]]]} for r in rows},
+               "high_resolution": hr,
+               "high_resolution_memory_exponent": None if hr is None else {p: highres.slope(hr, p)
+                                                                            for p in highres.PATTERNS}}
+    return report.save(metrics)
+
+
+if __name__ == "__main__":
+    main()
