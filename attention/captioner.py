@@ -20,6 +20,8 @@ from .glimpse.conv import Conv2d
 from .reinforce import reinforce_loss
 from .scores import AdditiveScore
 
+__all__ = ("Captioner", "Decoder", "caption_nll", "doubly_stochastic", "hard_caption_loss")
+
 MIXING = ("none", "batch", "sample")
 
 CaptionRollout = namedtuple("CaptionRollout", "token_log_prob logits alpha cells cell_log_prob entropy soft_rows")

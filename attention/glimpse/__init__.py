@@ -11,5 +11,6 @@ from .ram import RecurrentAttentionModel  # noqa: F401
 from .sensor import PatchGrid, avg_pool, extract_patches, glimpse_sensor, loc_to_pixels  # noqa: F401
 
 __all__ = ("Conv2d", "conv2d", "GistPolicy", "GlimpseClassifier", "HardGlimpseNet", "SoftGlimpseNet",
-           "SpatialLocationHead", "RecurrentAttentionModel", "PatchGrid", "avg_pool", "extract_patches",
+           "SpatialLocationHead", "DrawReader", "ReaderGlimpseNet", "SpatialTransformerReader", "draw_filterbank",
+           "RecurrentAttentionModel", "PatchGrid", "avg_pool", "extract_patches",
            "glimpse_sensor", "loc_to_pixels")

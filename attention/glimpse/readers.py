@@ -16,6 +16,8 @@ from minigrad.nn.functional import affine_grid, grid_sample
 from .networks import GistPolicy, GlimpseClassifier
 from .sensor import PatchGrid, avg_pool
 
+__all__ = ("draw_filterbank", "DrawReader", "SpatialTransformerReader", "ReaderGlimpseNet")
+
 
 def _per_item(x, name, B=None):
     x = ops.as_tensor(x)

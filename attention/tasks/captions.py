@@ -14,6 +14,8 @@ import numpy as np
 
 from .canvases import GLYPHS, check_objects, make_glyphs
 
+__all__ = ("load_digits_objects", "GlyphCaptions", "bleu4", "strip_caption")
+
 BOS, END, FIRST = 0, 1, 2
 SLOT = 16          # pixels of canvas width per object
 OBJECT = 8         # the largest object side
