@@ -148,33 +148,13 @@ def dense_floor(q, k, v, g):
 # ---- implementations ----------------------------------------------------------------------------------
 
 def _numpy_impl(fn):
-    from benchmarks.common import Impl
-
-    def grads():
-        out, dq, dk, dv = fn()
-        return {"out": out, "q": dq, "k": dk, "v": dv}
-    return Impl(fn, grads)
+    from benchmarks.common import attention_numpy_impl
+    return attention_numpy_impl(fn)
 
 
 def _minigrad_impl(attend, q, k, v, g):
-    from benchmarks.common import Impl, minigrad_graph_dtypes
-    ts = [Tensor(x.copy(), requires_grad=True) for x in (q, k, v)]
-
-    def step():
-        for t in ts:
-            t.grad = None
-        attend(*ts).backward(g)
-
-    def grads():
-        for t in ts:
-            t.grad = None
-        out = attend(*ts)
-        dtypes = minigrad_graph_dtypes(out)
-        out.backward(g)
-        res = {"out": out.data, "q": ts[0].grad, "k": ts[1].grad, "v": ts[2].grad}
-        res.update({f"graph node ({d})": np.zeros(0, d) for d in dtypes})
-        return res
-    return Impl(step, grads)
+    from benchmarks.common import attention_minigrad_impl
+    return attention_minigrad_impl(attend, q, k, v, g)
 
 
 def build(kind, side, m, E, dtype, seed=0, kernel=KERNEL, H=1):

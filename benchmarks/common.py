@@ -172,6 +172,36 @@ def minigrad_graph_dtypes(root):
     return dtypes
 
 
+def attention_numpy_impl(fn):
+    """A hand-written attention floor fn() -> (out, dq, dk, dv) as an Impl (its step is fn itself)."""
+    def grads():
+        out, dq, dk, dv = fn()
+        return {"out": out, "q": dq, "k": dk, "v": dv}
+    return Impl(fn, grads)
+
+
+def attention_minigrad_impl(attend, q, k, v, g):
+    """minigrad's attend(q, k, v) forward + backward(g) as an Impl, on Tensor copies of the arrays q, k, v."""
+    from minigrad import Tensor
+    ts = [Tensor(x.copy(), requires_grad=True) for x in (q, k, v)]
+
+    def step():
+        for t in ts:
+            t.grad = None
+        attend(*ts).backward(g)
+
+    def grads():
+        for t in ts:
+            t.grad = None
+        out = attend(*ts)
+        dtypes = minigrad_graph_dtypes(out)
+        out.backward(g)
+        res = {"out": out.data, "q": ts[0].grad, "k": ts[1].grad, "v": ts[2].grad}
+        res.update({f"graph node ({d})": np.zeros(0, d) for d in dtypes})
+        return res
+    return Impl(step, grads)
+
+
 def compare(name, got, want, rtol, atol):
     """Each array in `want` (the floor's) equals the one of the same name in `got`."""
     missing_keys = set(want) - set(got)
