@@ -333,8 +333,10 @@ _anomaly._attach(_set_tracer)  # anomaly mode (autograd/anomaly.py) sits below t
 
 _new = object.__new__  # Tensor.__new__, without the attribute lookup
 
+_transform = None  # a running minigrad.func transform (forward mode: func/forward.py), which make_node defers to
 
-def make_node(data, parents, backward, name, *, vjp=None, reference=None):
+
+def make_node(data, parents, backward, name, *, vjp=None, reference=None, jvp=None):
     """Wrap the array `data` as the output of op `name`: the one node builder, which every op uses.
 
     `parents` is a tuple of Tensors (the op's inputs). The node's gradient comes one of two ways:
@@ -347,8 +349,11 @@ def make_node(data, parents, backward, name, *, vjp=None, reference=None):
       op's plain form instead: `vjp` if given, else `reference(*inputs)` (Tensor ops) recomputed, else it
       raises naming the op (autograd/higher.py, ArrayBackward).
     The graph is recorded only when grad mode is on and some parent requires grad. `Function` wraps it in
-    the torch.autograd.Function style.
+    the torch.autograd.Function style. jvp: the op's tangent rule for forward mode (minigrad/func/forward.py),
+    for a kernel whose rule does not carry one (`vjp.jvp`), called with the constants `vjp` is bound with.
     """
+    if _transform is not None:  # jvp is running: it makes the node (by this function) and the node's tangent
+        return _transform.node(data, parents, backward, name, vjp, reference, jvp)
     rule = vjp if backward is None else _higher.ArrayBackward(backward, vjp, reference, name)
     if rule is None:
         raise TypeError(f"make_node: op {name!r} needs a backward closure or a vjp rule, got neither")
