@@ -54,10 +54,28 @@ _levels = ()  # the running levels, outermost first
 
 
 def _enter(levels):
-    """Make `levels` the running ones; make_node's hook is on while there is one."""
+    """Make `levels` the running ones; make_node's hook is on while there is one. make_node looks for it only
+    when a tracer runs (one check per op when nothing runs), so a pass-through tracer is set alongside."""
     global _levels
     _levels = levels
-    _tensor._transform = _HOOK if levels else None
+    if levels:
+        _tensor._transform = _HOOK
+        if _tensor._tracer is None:
+            _tensor._tracer = _PASS
+    else:
+        _tensor._transform = None
+        if _tensor._tracer is _PASS:
+            _tensor._tracer = None
+
+
+class _PassThrough:
+    """The tracer make_node sees while only forward mode runs: it records nothing."""
+
+    def node(self, data, parents, rule, name):
+        return rule
+
+
+_PASS = _PassThrough()
 
 
 def copy_tangents(src, dst):
