@@ -102,7 +102,7 @@ class _Hook:
             _tensor._transform = self
         if out.data.dtype.kind == "f":
             levels = _levels
-            for k in range(len(levels) - 1, -1, -1):
+            for k in range(len(levels)):  # outer levels first: a rule at level k reads out's tangents below k
                 ts = tuple([levels[k].tangents.get(p) for p in parents])
                 if all(t is None for t in ts):
                     continue
