@@ -252,3 +252,27 @@ def test_errors_name_the_function_and_the_argument():
         jacfwd(f, argnums=2)(x, x)
     with pytest.raises(TypeError, match=r"jvp\(<lambda>\): the function must return Tensors .* str"):
         jvp(lambda x: "no", (x,), (x,))
+
+
+@pytest.mark.parametrize("case", ["bool-mask", "float-mask", "dropout", "causal", "no-key-row"])
+def test_attention_kernel_tangent_rule(case):
+    """scaled_dot_product_attention's own tangent rule (from its forward's weights, on arrays) against reverse
+    mode; on Tensors (an input in a graph) it steps aside for the plain form, and the two agree."""
+    from attention import scaled_dot_product_attention as sdpa
+    rng = np.random.default_rng(5)
+    q, k, v = T(2, 3, 4), T(2, 5, 4), T(2, 5, 3)
+    mask = rng.random((3, 5)) > 0.3
+    if case == "no-key-row":
+        mask[1] = False
+    kw = {"bool-mask": {"attn_mask": mask}, "causal": {"is_causal": True}, "no-key-row": {"attn_mask": mask},
+          "dropout": {"dropout_p": 0.3}}.get(case, {})
+    args = [q, k, v] + ([T(3, 5)] if case == "float-mask" else [])
+
+    def f(q, k, v, *bias):
+        extra = {"attn_mask": bias[0]} if bias else {}
+        return sdpa(q, k, v, rng=np.random.default_rng(0), **kw, **extra)  # the same dropout pattern each call
+    _check_jvp_against_vjp(f, args, rng)
+    ts = tuple(mg.tensor(rng.standard_normal(a.shape)) for a in args)
+    _, plain = jvp(f, tuple(args), ts)
+    _, graph = jvp(f, tuple(mg.tensor(a.data, requires_grad=True) for a in args), ts)
+    np.testing.assert_allclose(graph.data, plain.data, rtol=1e-10, atol=1e-12)

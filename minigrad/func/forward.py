@@ -28,6 +28,7 @@ from functools import partial
 
 import numpy as np
 
+from ..autograd import grad_mode as _gm
 from ..ops import stack
 from ..ops._dual import identity_vjp
 from ..tensor import Tensor, make_node
@@ -137,32 +138,35 @@ def _rule_of(vjp, jvp):
 def _tangent(ts, out, parents, name, vjp, reference, jvp, k, levels):
     """The tangent of `out` at level k (levels[:k] running), from its inputs' tangents ts."""
     found = _rule_of(vjp, jvp)
-    if found is None:
-        if reference is None:
-            raise RuntimeError(f"jvp: op '{name}' has no tangent rule, so forward mode cannot go through it. "
-                               f"Give its gradient rule one (@saves(..., jvp=rule), rule(*constants, t, out, "
-                               f"*inputs)), its make_node a plain form (reference=), or, for a "
-                               f"minigrad.Function, a jvp(ctx, *tangents) staticmethod")
-        _enter(levels[:k + 1])  # the plain form again, under this level: its ops carry the tangent
-        try:
-            r = reference(*parents)
-        finally:
-            _enter(levels[:k])
-        t = levels[k].tangents.get(r)
-        return None if t is None else _fit(t, out)
-    rule, consts, kw = found
-    plain = k == 0 and all(type(p) is Tensor and not p.requires_grad for p in parents) and \
-        all(t is None or not t.requires_grad for t in ts)
-    if plain:  # nothing will look through this tangent: the rule on arrays
-        t = rule(*consts, tuple([None if t is None else t.data for t in ts]), out.data,
-                 *[p.data for p in parents], **kw)
-        if t is None:
-            return None
-        t = t.data if isinstance(t, Tensor) else np.asarray(t)
-        if t.shape != out.data.shape:
-            t = np.broadcast_to(t, out.data.shape)
-        return _const(t if t.dtype == out.data.dtype else t.astype(out.data.dtype))
-    t = rule(*consts, ts, out, *parents, **kw)
+    if found is not None:
+        rule, consts, kw = found
+        plain = k == 0 and not out.requires_grad and all(type(p) is Tensor for p in parents) and \
+            (not any(t is not None and t.requires_grad for t in ts) or not _gm.is_grad_enabled())
+        if plain:  # nothing will look through this tangent (no outer level, no graph): the rule on arrays
+            t = rule(*consts, tuple([None if t is None else t.data for t in ts]), out.data,
+                     *[p.data for p in parents], **kw)
+            if t is None:
+                return None
+            if t is not NotImplemented:
+                t = t.data if isinstance(t, Tensor) else np.asarray(t)
+                if t.shape != out.data.shape:
+                    t = np.broadcast_to(t, out.data.shape)
+                return _const(t if t.dtype == out.data.dtype else t.astype(out.data.dtype))
+        else:
+            t = rule(*consts, ts, out, *parents, **kw)
+            if t is not NotImplemented:  # (a kernel's rule for arrays only says NotImplemented on Tensors)
+                return None if t is None else _fit(t, out)
+    if reference is None:
+        raise RuntimeError(f"jvp: op '{name}' has no tangent rule, so forward mode cannot go through it. "
+                           f"Give its gradient rule one (@saves(..., jvp=rule), rule(*constants, t, out, "
+                           f"*inputs)), its make_node a plain form (reference=), or, for a "
+                           f"minigrad.Function, a jvp(ctx, *tangents) staticmethod")
+    _enter(levels[:k + 1])  # the plain form again, under this level: its ops carry the tangent
+    try:
+        r = reference(*parents)
+    finally:
+        _enter(levels[:k])
+    t = levels[k].tangents.get(r)
     return None if t is None else _fit(t, out)
 
 
