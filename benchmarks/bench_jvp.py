@@ -31,8 +31,8 @@ WORKLOAD_WIDE = "Jacobian of R^512 -> R^16 (jacfwd: 512 jvps; jacrev: 16 vjps)"
 WORKLOAD = WORKLOAD_MLP  # (run_all's name for this script)
 MLP_SIZES, MLP_BATCH = (784, 128, 10), 64
 JAC_HIDDEN = 64
-IMPL_NAMES = ("minigrad (forward)", "minigrad (jvp)", "minigrad (jvp by double vjp)", "torch (forward)",
-              "torch (torch.func.jvp)")
+IMPL_NAMES = ("minigrad (jvp)", "minigrad (jvp by double vjp)", "torch (torch.func.jvp)", "minigrad (jacfwd)",
+              "minigrad (jacrev)")  # the checked ones (the forward passes are timing references)
 
 
 # ---- the models, written once for arrays' and Tensors' operators ------------------------------------------
