@@ -59,23 +59,25 @@ def mlp_numpy(p, x, tx):
 
 
 def mha_numpy(p, x, tx, H):
-    """Self-attention forward and tangent by hand (torch's in_proj layout, as bench_mha's floor)."""
+    """Self-attention forward and tangent by hand (torch's in_proj layout, as bench_mha's floor); tx None: the
+    forward alone."""
     B, T, E = x.shape
     D = E // H
     Win, bin_, Wout, bout = (p[k] for k in bench_mha.PARAMS)
     qkv = x.reshape(B * T, E) @ Win.T + bin_
-    tqkv = tx.reshape(B * T, E) @ Win.T
     q, k, v = qkv.reshape(B, T, 3, H, D).transpose(2, 0, 3, 1, 4)
-    tq, tk, tv = tqkv.reshape(B, T, 3, H, D).transpose(2, 0, 3, 1, 4)
     scale = 1 / math.sqrt(D)
     s = (q @ k.swapaxes(-1, -2)) * scale
-    ts = (tq @ k.swapaxes(-1, -2) + q @ tk.swapaxes(-1, -2)) * scale
     P = np.exp(s - s.max(axis=-1, keepdims=True))
     P /= P.sum(axis=-1, keepdims=True)
+    out = ((P @ v).transpose(0, 2, 1, 3).reshape(B * T, E) @ Wout.T + bout).reshape(B, T, E)
+    if tx is None:
+        return out
+    tq, tk, tv = (tx.reshape(B * T, E) @ Win.T).reshape(B, T, 3, H, D).transpose(2, 0, 3, 1, 4)
+    ts = (tq @ k.swapaxes(-1, -2) + q @ tk.swapaxes(-1, -2)) * scale
     tP = P * (ts - (ts * P).sum(axis=-1, keepdims=True))  # d softmax: P (ds - sum(ds P))
-    o = (P @ v).transpose(0, 2, 1, 3).reshape(B * T, E)
     to = (tP @ v + P @ tv).transpose(0, 2, 1, 3).reshape(B * T, E)
-    return (o @ Wout.T + bout).reshape(B, T, E), (to @ Wout.T).reshape(B, T, E)
+    return out, (to @ Wout.T).reshape(B, T, E)
 
 
 def _floor(fwd_tan, *data):
@@ -167,7 +169,7 @@ def mha_impls(dtype, seed=0, B=8, T=128, E=64, H=4):
     import minigrad as mg
     p, x, _, H = bench_mha.make_data(B, T, E, H, dtype, seed)
     tx = np.random.default_rng(seed + 1).standard_normal(x.shape).astype(dtype)
-    impls = {"numpy floor": _floor(mha_numpy, p, x, tx, H)}
+    impls = {"numpy floor": _floor(mha_numpy, p, x, tx, H), "numpy fwd only": Impl(lambda: mha_numpy(p, x, None, H), None)}
     mha = attention.MultiHeadAttention(E, H)
     for name, prm in mha.named_parameters():
         prm.data = p[name].copy()
