@@ -396,11 +396,15 @@ def _attend_jvp(scale, cache, packed, t, out, *inputs):
     tq, tk, tv = ((None,) * 3 if t[0] is None else t[0]) if packed else t[:3]
     c = np.ascontiguousarray  # (a packed input's views have strides BLAS cannot take: copies are cheaper)
     k, v = c(k), c(v)
-    terms = [c(tq * scale) @ np.swapaxes(k, -1, -2) if tq is not None else None,
+    terms = [np.multiply(tq, scale, order="C") @ np.swapaxes(k, -1, -2) if tq is not None else None,
              qs @ np.swapaxes(c(tk), -1, -2) if tk is not None else None,
              t[-1] if len(t) > (1 if packed else 3) else None]  # the float mask's tangent, if it has one
     ts = sum(x for x in terms if x is not None) if any(x is not None for x in terms) else None
-    tp = None if ts is None else p * (ts - (ts * p).sum(-1, keepdims=True))  # d softmax
+    tp = None
+    if ts is not None:  # d softmax: p (ds - sum(ds p)), in ds's buffer (a copy if it is the caller's)
+        tp = np.array(np.broadcast_to(ts, p.shape)) if ts is terms[2] or ts.shape != p.shape else ts
+        tp -= blas.rowdot(tp, p)
+        tp *= p
     if keep is not None:  # the dropout pattern the forward drew
         p, tp = p * keep, None if tp is None else tp * keep
     terms = [tp @ v if tp is not None else None, p @ c(tv) if tv is not None else None]
