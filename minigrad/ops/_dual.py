@@ -13,7 +13,8 @@ from ..tensor import Tensor
 from ._args import class_rows
 
 
-def identity_jvp(t, out, x):  # the identity's tangent: the input's
+def identity_jvp(t, out, x):
+    """The tangent rule of every op whose tangent is the input's (x + c, clone, expand ...)."""
     return t[0]
 
 
@@ -23,7 +24,8 @@ def identity_vjp(g, out, x):
     return (g,)
 
 
-def zero_jvp(t, out, *xs):  # slope 0: no tangent
+def zero_jvp(t, out, *xs):
+    """The tangent rule of the piecewise-constant ops: slope 0, so no tangent (None)."""
     return None
 
 
@@ -159,12 +161,14 @@ def filled(t, xs):
 # ---- the tangent rules of fused kernels (fused.py), which their make_node or rule names -----------------
 
 
-def linear_jvp(t, out, x, weight, bias=None):  # d(x W^T + b) = dx W^T + x dW^T + db
+def linear_jvp(t, out, x, weight, bias=None):
+    """linear's tangent (fused.py): d(x W^T + b) = dx W^T + x dW^T + db."""
     return tangent_sum(None if t[0] is None else t[0] @ permute(weight, (1, 0)),
                        None if t[1] is None else x @ permute(t[1], (1, 0)), t[2] if len(t) > 2 else None)
 
 
-def log_softmax_jvp(axis, t, out, x):  # d log_softmax = dx - sum(softmax dx)
+def log_softmax_jvp(axis, t, out, x):
+    """log_softmax's tangent (fused.py): dx - sum(softmax dx)."""
     return t[0] - (exp(out) * t[0]).sum(axis=axis, keepdims=True)
 
 
