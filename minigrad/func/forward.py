@@ -1,27 +1,28 @@
-"""Forward mode: jvp and jacfwd. A tangent rides beside every value, one op at a time.
+"""Forward mode: jvp and jacfwd. A tangent rides beside every value, one op at a time (docs/func_forward.md).
 
-jvp(f, (x,), (v,)) runs f once. Its input gets the tangent v; each op the function runs then computes its
-output's tangent from its inputs' tangents with the op's **tangent rule**, written once beside its gradient
-rule in the op's family file (`_exp_jvp` above `_exp_vjp`, declared with `@saves(..., jvp=_exp_jvp)`):
+jvp(f, (x,), (v,)) runs f once. Its input gets the tangent v; each op f runs then computes its output's tangent
+from its inputs' tangents with the op's **tangent rule**, written once right above its gradient rule in the op's
+family file and declared on it (`@saves(..., jvp=rule)`, or `rule.jvp = ...`):
 
-    rule(*constants, t, out, *inputs) -> the output's tangent       # t: one tangent per input, None for none
+    rule(*constants, t, out, *inputs) -> the output's tangent    # t: one tangent per input, None for none
 
-    def _mul_jvp(t, out, a, b):                                     # d(ab) = da b + a db
-        return _dual.tangent_sum(t[0], lambda ta: ta * b, t[1], lambda tb: a * tb)
+    def _mul_jvp(t, out, a, b):                                  # d(ab) = da b + a db
+        return tangent_sum(None if t[0] is None else t[0] * b, None if t[1] is None else a * t[1])
 
-The tangent of a linear op is the op on the tangent (reshape, getitem, sum ...). As a gradient rule, it runs
-on arrays or on Tensors alike (ops/_dual.py): on arrays when nothing outside needs to see through it (the
-fast path), on Tensors when it must be differentiated again (a tangent inside grad, jacrev of jvp) or when
-another jvp runs outside this one. A kernel with only an array backward (the fused kernels, attention's) gets
-its tangent from its plain form (make_node's reference=) recomputed under forward mode, unless that plain
-form declares a rule (`linear_reference.jvp`); an op with neither is an error naming it.
+The constants are the ones the gradient rule is bound with (functools.partial). Like a gradient rule it is
+written in operations arrays and Tensors share (ops/_dual.py): it runs on arrays when nothing will look
+through the tangent (the fast path), on Tensors when something will (the output is in a graph: jvp inside
+grad, jacrev of jacfwd; or another jvp runs outside this one). A kernel with an array closure hands its rule
+to make_node (`jvp=`), or has its plain form (`reference=`) recomputed under forward mode; an op with neither
+is an error naming it.
 
 How it is wired: while a jvp runs, `tensor._transform` holds this module's hook, and make_node (the one node
-builder) hands it each node (one global compared with None per op when no transform runs). Tangents live in
-a dict per **level**, one level per running jvp. Nested jvps (forward over forward) must not confuse their
-tangents (the perturbation confusion of Siskind and Pearlmutter): a node gets a tangent at every level where
-one of its inputs has one, each computed by the rule with that level and the ones inside it switched off, so
-the rule's own ops get tangents at the outer levels only (JAX's levels, torch's dual levels do the same).
+builder) hands it each node; make_node looks for it inside its tracer check, so a pass-through tracer runs
+alongside and an op pays no extra check when nothing runs. Tangents live in a dict per **level**, one level per
+running jvp. Nested jvps (forward over forward) must not confuse their tangents (the perturbation confusion of
+Siskind and Pearlmutter): a node gets a tangent at every level where one of its inputs has one, outer levels
+first, each computed by the rule with that level and the ones inside it switched off, so the rule's own ops
+get tangents at the outer levels only (JAX's levels and torch's dual levels do the same).
 """
 import sys
 from functools import partial
@@ -85,11 +86,6 @@ def copy_tangents(src, dst):
         t = lv.tangents.get(src)
         if t is not None:
             lv.tangents[dst] = t
-
-
-def tangent_of(x, level=-1):
-    """x's tangent at a running level (the innermost by default), None if it has none."""
-    return _levels[level].tangents.get(x) if _levels else None
 
 
 class _Hook:
