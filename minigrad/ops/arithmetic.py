@@ -111,16 +111,12 @@ def _rsub_number(s, x):
         return wrap_int(s, x.dtype) - x
 
 
-def _negate_jvp(*args):  # d(c - x) = d(-x) = -dx (args: the constants, t, out, x)
-    return -args[-3][0]
-
-
-@saves(forward=_rsub_number, jvp=_negate_jvp)
+@saves(forward=_rsub_number, jvp=lambda s, t, out, x: -t[0])  # tangent: d(c - x) = -dx
 def _rsub_number_vjp(s, g, out, x):  # d(c - x) = -g
     return (-g,)
 
 
-@saves(in_place=True, jvp=_negate_jvp)
+@saves(in_place=True, jvp=lambda t, out, x: -t[0])  # tangent: d(-x) = -dx
 def _neg_vjp(g, out, x, owned=False):  # d(-x) = -g; in g's own buffer when the engine owns it
     return (np.negative(g, out=g) if owned else -g,)
 
