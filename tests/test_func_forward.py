@@ -276,3 +276,24 @@ def test_attention_kernel_tangent_rule(case):
     _, plain = jvp(f, tuple(args), ts)
     _, graph = jvp(f, tuple(mg.tensor(a.data, requires_grad=True) for a in args), ts)
     np.testing.assert_allclose(graph.data, plain.data, rtol=1e-10, atol=1e-12)
+
+
+F = mg.functional
+BEYOND_THE_TABLE = [  # the library's functions built on the ops (or with rules of their own), under jvp
+    ("binary_cross_entropy", lambda p, t: F.binary_cross_entropy(p.sigmoid(), t.sigmoid()), [(3, 4), (3, 4)]),
+    ("bce_with_logits", lambda x, t: F.binary_cross_entropy_with_logits(x, t.sigmoid()), [(3, 4), (3, 4)]),
+    ("kl_div", lambda x, t: F.kl_div(x.log_softmax(-1), t.softmax(-1), reduction="batchmean"), [(3, 4), (3, 4)]),
+    ("huber_loss", lambda x, t: F.huber_loss(x, t, delta=0.5), [(3, 4), (3, 4)]),
+    ("nll_loss", lambda x: F.nll_loss(x.log_softmax(-1), np.array([0, 2, 1])), [(3, 4)]),
+    ("rms_norm", lambda x, w: F.rms_norm(x, (4,), w), [(3, 4), (4,)]),
+    ("silu", lambda x: F.silu(x) + F.leaky_relu(x, 0.2), [(3, 4)]),
+    ("conv2d", lambda x, w, b: F.conv2d(x, w, b, padding=1, stride=2), [(2, 3, 5, 5), (4, 3, 3, 3), (4,)]),
+    ("max_pool2d", lambda x: F.max_pool2d(x, 2) + F.avg_pool2d(x, 2), [(1, 2, 4, 4)]),
+    ("grid_sample", lambda x, t: F.grid_sample(x, t.tanh() * 0.9, align_corners=True), [(1, 2, 4, 4), (1, 3, 3, 2)]),
+]
+
+
+@pytest.mark.parametrize("name,f,shapes", BEYOND_THE_TABLE, ids=[b[0] for b in BEYOND_THE_TABLE])
+def test_library_functions_beyond_the_op_table(name, f, shapes):
+    rng = np.random.default_rng(sum(map(ord, name)))
+    _check_jvp_against_vjp(f, [mg.tensor(rng.standard_normal(s)) for s in shapes], rng, rtol=1e-9)

@@ -237,7 +237,7 @@ def binary_cross_entropy_with_logits(input, target, weight=None, reduction="mean
 _BCE_EPS = float(np.float32(1e-12))  # torch's EPSILON is a C float 1e-12 (9.99999996e-13), also in float64
 
 
-@saves("inputs")
+@saves("inputs", jvp=lambda tan, out, p, t: _dual.diagonal_jvp(_bce_vjp)(tan, out, p, t))  # elementwise
 def _bce_vjp(g, out, p, t, need=(True, True)):
     """d/dp = (p - t) / max(p (1 - p), eps), the clamped denominator torch uses; d/dt = log q - log p, each log
     clamped at -100 as in the forward (on arrays or Tensors, so create_graph differentiates it)."""
