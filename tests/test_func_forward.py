@@ -297,3 +297,20 @@ BEYOND_THE_TABLE = [  # the library's functions built on the ops (or with rules 
 def test_library_functions_beyond_the_op_table(name, f, shapes):
     rng = np.random.default_rng(sum(map(ord, name)))
     _check_jvp_against_vjp(f, [mg.tensor(rng.standard_normal(s)) for s in shapes], rng, rtol=1e-9)
+
+
+def test_top_level_results_are_plain_unless_the_callers_graph_is_in_them():
+    """hessian, jacrev(jacfwd), jvp(grad) build graphs inside; at the top level their results carry none, as
+    torch.func's. A tensor of the caller's that requires grad keeps its graph through them (meta-learning)."""
+    x, v = T(2), T(2)
+    f = lambda x: (x.exp() * x).sum()  # noqa: E731
+    for r in (hessian(f)(x), jacrev(jacfwd(f))(x), jacfwd(jacrev(f))(x), jvp(grad(f), (x,), (v,))[1],
+              jvp(f, (x,), (v,))[1], grad(f)(x), jacrev(f)(x), jacfwd(f)(x)):
+        assert not r.requires_grad
+    w = mg.tensor(RNG.standard_normal(2), requires_grad=True)
+    H = hessian(lambda x: (x.exp() * x * w).sum())(x)  # diag(w (2 + x) e^x)
+    assert H.requires_grad
+    H.sum().backward()
+    np.testing.assert_allclose(w.grad, (2 + x.data) * np.exp(x.data), rtol=1e-12)
+    _, t = jvp(lambda x: (x * w).sum(), (x,), (v,))
+    assert t.requires_grad

@@ -1,7 +1,34 @@
 """What the transforms share: how many of them are running (one inside another must keep its results
-differentiable, so that the outer one can see through them) and their argument checks."""
+differentiable, so that the outer one can see through them), the leaves they made, and their argument checks."""
+import weakref
+
+from ..autograd.backward import _topo
 
 depth = 0  # grad, vjp, jacrev, jvp, jacfwd, vmap calls now running, one inside another
+_internal = {}  # id -> weakref of the leaves transforms made to differentiate with respect to (no outer graph)
+
+
+def mark_internal(t):
+    """Note t, a leaf a transform made, as not the caller's (a WeakSet would compare Tensors with ==)."""
+    key = id(t)
+    _internal[key] = weakref.ref(t, lambda _, key=key: _internal.pop(key, None))
+    return t
+
+
+def is_internal(t):
+    ref = _internal.get(id(t))
+    return ref is not None and ref() is t
+
+
+def outer_graph(tensors):
+    """True if a graph under `tensors` (Tensors or anything) reaches a leaf that requires grad which no transform
+    made: a tensor of the caller's, whose graph a result must then keep (else it is cut at the top level)."""
+    for o in tensors:
+        if getattr(o, "requires_grad", False):
+            for n in _topo(o):
+                if n._backward is None and n.requires_grad and not is_internal(n):
+                    return True
+    return False
 
 
 class running:

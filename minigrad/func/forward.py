@@ -266,7 +266,11 @@ def jvp(func, primals, tangents, has_aux=False):
                 raise TypeError(f"{fname}: with has_aux=True the function must return a pair (output, aux)")
             out, aux = out
         outs, ospec = tree_flatten(out)
-        touts = tree_unflatten(_out_tangents(fname, outs, level), ospec)
+        touts = _out_tangents(fname, outs, level)
+        if _state.depth == 1 and not _state.outer_graph(outs + touts):  # the top level: plain results
+            out = tree_unflatten([o.detach() for o in outs], ospec)
+            touts = [t.detach() for t in touts]
+        touts = tree_unflatten(touts, ospec)
     return (out, touts, aux) if has_aux else (out, touts)
 
 
@@ -306,7 +310,7 @@ def jacfwd(func, argnums=0, has_aux=False):
                 if has_aux:
                     out, aux = out
                 outs, ospec = tree_flatten(out)
-            keep = _state.depth > 1
+            keep = _state.depth > 1 or _state.outer_graph([t for col in cols for ts in col for t in ts])
             per_out = []
             for m, o in enumerate(outs):
                 per_out.append([_columns([c[m] for c in cols[j]], o.shape, shapes[j][0], o.dtype, keep)
@@ -330,6 +334,6 @@ def _columns(cols, out_shape, in_shape, dtype, keep):
     shape = tuple(out_shape) + tuple(in_shape)
     if not cols:
         return Tensor(np.zeros(shape, dtype))
-    if keep or any(c.requires_grad for c in cols):  # a differentiable stack (an outer transform looks through it)
+    if keep:  # a differentiable stack (an outer transform or the caller's graph looks through it)
         return stack(cols, axis=-1).reshape(shape)
     return Tensor(np.stack([c.data for c in cols], axis=-1).reshape(shape))

@@ -38,7 +38,7 @@ def _input(x, fname, where):
             return make_node(x.data, (x,), None, "input", vjp=identity_vjp)
         t = Tensor(x.data, requires_grad=True)
         copy_tangents(x, t)
-        return t
+        return _state.mark_internal(t)
     a = np.asarray(x)
     if a.dtype.kind != "f":
         if a.dtype.kind in "biu" and isinstance(x, (int, float)):
@@ -46,7 +46,7 @@ def _input(x, fname, where):
         else:
             raise TypeError(f"{fname}: {where} must be a floating Tensor or array to be differentiated, got "
                             f"{type(x).__name__} of dtype {a.dtype}")
-    return Tensor(a, requires_grad=True)
+    return _state.mark_internal(Tensor(a, requires_grad=True))
 
 
 def _prepare(fname, args, argnums):
@@ -72,7 +72,7 @@ def _reaches_outside(outs, inputs):
     for o in outs:
         if isinstance(o, Tensor) and o.requires_grad:
             for n in _topo(o, stop):
-                if n not in stop and n._backward is None and n.requires_grad:
+                if n not in stop and n._backward is None and n.requires_grad and not _state.is_internal(n):
                     return True
                 if n in stop and n._backward is not None:  # an identity stand-in over an outer tensor
                     return True
