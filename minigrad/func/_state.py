@@ -16,6 +16,7 @@ def mark_internal(t):
 
 
 def is_internal(t):
+    """True if t is a leaf a transform made (mark_internal)."""
     ref = _internal.get(id(t))
     return ref is not None and ref() is t
 
