@@ -355,6 +355,8 @@ def make_node(data, parents, backward, name, *, vjp=None, reference=None):
     if _tracer is not None:  # minigrad.trace(), anomaly mode or a compile capture is recording: it sees the node
         data = data if type(data) is np.ndarray else np.asarray(data)  # (the array the node will hold)
         rule = _tracer.node(data, parents, rule, name)
+        if isinstance(rule, Tensor):  # a transform (vmap, func/vmap.py) built the node itself: the op's output
+            return rule
     out = _new(Tensor)
     out.data = data if type(data) is np.ndarray else np.asarray(data)
     out.grad = None

@@ -8,7 +8,7 @@ from ..autograd.backward import saves
 from ..dtypes import get_default_dtype
 from ..ops import (gelu, layer_norm, linear, log_softmax, relu, sigmoid, softmax,  # noqa: F401
                    softplus, tanh)
-from ..random import draw, get_rng
+from ..random import _sample, get_rng
 from ..ops import _dual, as_tensor
 from ..ops._args import class_rows
 from ..tensor import Tensor, make_node
@@ -38,7 +38,7 @@ def dropout(x, p=0.5, training=True, rng=None):
     if p == 1.0:
         return x * 0.0
     if rng is None:  # minigrad's generator: a draw a compiled step repeats on every replay (random.draw)
-        return x * Tensor(draw(_dropout_scale, x.shape, p, x.dtype))
+        return x * _sample("dropout", _dropout_scale, (x.shape, p, x.dtype))
     keep = rng.random(x.shape) >= p  # a constant mask: no gradient of its own
     return x * Tensor((keep / (1 - p)).astype(x.dtype))
 
