@@ -247,6 +247,12 @@ def _pad(b):
     return ops.pad(b.phys(x), ((0, 0),) * b.nb + widths, value=value)
 
 
+def _tile(b):
+    reps, shape = b.consts
+    x = b.phys(b.parents[0])
+    return ops.tile(ops.reshape(x, x.shape[:b.nb] + shape), (1,) * b.nb + tuple(reps))
+
+
 def _flip(b):
     return ops.flip(b.phys(b.parents[0]), b.shift_all(b.consts[0], b.parents[0].ndim))
 
@@ -415,7 +421,7 @@ RULES = {
     "norm": _norm, "cumsum": _cumsum,
     "softmax": _softmax(ops.softmax), "log_softmax": _softmax(ops.log_softmax),
     "reshape": _reshape, "expand": _expand, "permute": _permute, "transpose": _permute, "swapaxes": _swapaxes,
-    "concat": _join(ops.concat), "stack": _join(ops.stack), "pad": _pad, "flip": _flip, "roll": _roll,
+    "concat": _join(ops.concat), "stack": _join(ops.stack), "pad": _pad, "tile": _tile, "flip": _flip, "roll": _roll,
     "tril": _tri(), "triu": _tri(),
     "getitem": _getitem, "gather": _gather,
     "matmul": _matmul, "einsum": _einsum,

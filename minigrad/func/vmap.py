@@ -99,6 +99,13 @@ class BatchedTensor(Tensor):
     def int(self): return wrap(Tensor(self._value.data.astype(np.int32)), self._levels)
     def bool(self): return wrap(Tensor(self._value.data.astype(bool)), self._levels)
 
+    def _per_example(self, op, dim):
+        """op(physical, dim shifted past the batch dims), each output wrapped: for the ops whose forward picks
+        indices from the data (topk, max(dim)), which must pick them per example (reduce.py calls it)."""
+        nb = len(self._levels)
+        out = op(self._value, dim % self.ndim + nb if self.ndim else dim)
+        return type(out)(*[wrap(o, self._levels) for o in out])
+
     def argmax(self, axis=None, keepdims=False, dim=None, keepdim=None):
         from . import batching
         return batching.arg_extreme(np.argmax, self, dim if axis is None else axis, keepdims or bool(keepdim))
