@@ -371,6 +371,7 @@ def batched_input(x, make_input):
     """grad/vjp's stand-in for x while a vmap runs: a batched leaf, one copy per example at every running level
     (a broadcast view: no copy is made), so the sweep's gradient is per example, not summed over the batch."""
     from ..ops import expand, reshape
+    _reads.clear()  # (the transform's own reads of the batch are no op's constants)
     levels = tuple(l for l, _, _ in _running)
     sizes = tuple(_sizes[l] for l in levels)
     have = x._levels if type(x) is BatchedTensor else ()
@@ -395,6 +396,7 @@ def sweep_args(outs, seeds, inputs):
     """(physical outputs, seeds, inputs, rewrap) for a reverse sweep under vmap: each batched output is summed
     over its examples' own graphs (seeded per example), so each input's gradient is per example."""
     from ..ops import expand, reshape
+    _reads.clear()
     levels = tuple(l for l, _, _ in _running)
     pouts, pseeds = [], []
     for o, s in zip(outs, seeds):
