@@ -17,11 +17,10 @@ the op fails loudly, never silently).
 import numpy as np
 
 from .. import ops
-from .. import random as _random
 from ..autograd.higher import ArrayBackward
 from ..ops import fused as _fused
 from ..tensor import Tensor
-from .vmap import BatchedTensor, _running, _sizes, wrap
+from ._batched import BatchedTensor, _arrays, _levels_of, _running, _sizes, wrap
 
 
 class Batch:
@@ -79,24 +78,17 @@ class Batch:
         return None
 
 
-def _levels_of(*ts):
-    levels = set()
-    for t in ts:
-        if type(t) is BatchedTensor:
-            levels.update(t._levels)
-    return tuple(sorted(levels))
-
-
 def batch_node(out0, parents, rule, name, extras):
     """The node for op `name` with batched inputs: its batching rule's result, wrapped (vmap.py's hook)."""
     levels = _levels_of(*parents, *extras)
     fn = RULES.get(name)
-    if fn is None and name.startswith("round(decimals="):
-        fn = _round
     if fn is None:
         fname = _running[-1][2] if _running else "vmap"
         raise NotImplementedError(f"{fname}: op '{name}' has no batching rule (minigrad/func/batching.py's RULES), so "
                                   f"it cannot run under vmap; compose it from ops that have one")
+    if extras and fn not in TAKES_EXTRAS:
+        raise NotImplementedError(f"vmap: op '{name}' got a batched argument that is not one of its inputs (a mask, an "
+                                  f"index, a target); its batching rule cannot batch that argument")
     b = Batch(name, out0, parents, rule, extras, levels)
     out = fn(b)
     if type(out) is BatchedTensor:
@@ -162,8 +154,7 @@ def _clamp(b):
 
 
 def _round(b):
-    decimals = int(b.name[len("round(decimals="):-1]) if b.name != "round" else 0
-    return ops.round(b.phys(b.parents[0]), decimals)
+    return ops.round(b.phys(b.parents[0]), b.consts[0])
 
 
 # ---- reductions and axis ops -------------------------------------------------------------------------
@@ -291,6 +282,7 @@ def _getitem(b):
         raise NotImplementedError(f"vmap: x[{index!r}] places its advanced-index dims where a batch dim is; "
                                   f"index the batch with adjacent advanced indices")
     arrays = [b.extra_like(i) for i in items]
+    _consumed(b, items)
     if Ellipsis in items or any(isinstance(i, slice) for i in items[:min(k for k, e in enumerate(arrays)
                                                                            if e is not None)]):
         raise NotImplementedError("vmap: a batched index behind a slice or an Ellipsis (x[:, idx]) has no "
@@ -310,10 +302,19 @@ def _getitem(b):
 
 def _gather(b):
     where = b.consts[0]
+    _consumed(b, where)
     trail = where[0].ndim
     idx = tuple(b.full(e, trail).data if (e := b.extra_like(w)) is not None else w.reshape((1,) * b.nb + w.shape)
                 for w in where)
     return ops.getitem(b.full(b.parents[0]), _aranges(b, trail) + idx)
+
+
+def _consumed(b, arrays):
+    """Every batched extra must be one of the op's index arrays (a copy of one would index with example 0's)."""
+    for e in b.extras:
+        if not any(isinstance(a, np.ndarray) and np.may_share_memory(a, e._value.data) for a in arrays):
+            raise NotImplementedError(f"vmap: op '{b.name}' got a batched argument its rule cannot find among its "
+                                      f"indices (a converted copy of it?); pass the index tensor itself")
 
 
 # ---- products ----------------------------------------------------------------------------------------
@@ -428,97 +429,10 @@ RULES = {
     "linear": _linear, "layer_norm": _layer_norm, "gru_cell": _reference, "cross_entropy": _cross_entropy,
     "input": _input,
 }
+TAKES_EXTRAS = (_where, _masked_fill, _getitem, _gather, _cross_entropy)  # rules that batch a non-input argument
 for _name in ("exp", "log", "sqrt", "abs", "tanh", "sigmoid", "relu", "softplus", "sin", "cos", "log1p", "expm1",
               "sign", "floor", "ceil", "neg", "clone"):
     RULES[_name] = _unary(getattr(ops, _name))
 
 
 # ---- what has no graph: comparisons, argmax, random draws --------------------------------------------------
-
-def _arrays(levels, *ts):
-    """The physical arrays of ts, aligned at `levels` and at their largest logical rank."""
-    rank = max(np.ndim(t) if type(t) is not BatchedTensor else t.ndim for t in ts)
-    out = []
-    for t in ts:
-        if type(t) is BatchedTensor:
-            v, have = t._value.data, t._levels
-            lshape = v.shape[len(have):]
-            bshape = tuple(v.shape[have.index(lv)] if lv in have else 1 for lv in levels)
-            out.append(v.reshape(bshape + (1,) * (rank - len(lshape)) + lshape))
-        else:
-            out.append(t.data if isinstance(t, Tensor) else t)
-    return out
-
-
-def no_grad_op(f, *ts):
-    """f (a comparison, a bitwise op) on batched operands: a BatchedTensor without gradient."""
-    levels = _levels_of(*ts)
-    return wrap(Tensor(f(*_arrays(levels, *ts))), levels)
-
-
-def arg_extreme(f, x, axis, keepdims):
-    """argmax / argmin of a batched x over one logical axis (None: over the flattened example)."""
-    v, nb = x._value.data, len(x._levels)
-    if axis is None:
-        out = f(v.reshape(v.shape[:nb] + (-1,)), axis=-1)
-        if keepdims:
-            out = out.reshape(out.shape + (1,) * x.ndim)
-    else:
-        out = f(v, axis=axis % x.ndim + nb, keepdims=keepdims)
-    return wrap(Tensor(out), x._levels)
-
-
-def random_op(op, fn, args, requires_grad, randomness, fname, reads):
-    """A random op under vmap: an error (randomness='error'), one draw for all examples ('same') or one per
-    example ('different'). Batched arguments (multinomial's probabilities, normal's mean) draw per example."""
-    seen = list(reads)
-    reads.clear()
-    if randomness == "error":
-        raise RuntimeError(f"{fname}: random op '{op}' under vmap with randomness='error' (the default); pass "
-                           f"randomness='different' (an independent draw per example) or 'same' (one draw shared "
-                           f"by the batch)")
-    if op == "get_rng":
-        if randomness == "different":
-            raise RuntimeError(f"{fname}: a draw from minigrad.random.get_rng() cannot be batched per example "
-                               f"(randomness='different'); use minigrad.random's functions, or randomness='same'")
-        return None
-    saved, _random._batching = _random._batching, None  # (fn may call get_rng itself)
-    try:
-        return _draw(op, fn, args, requires_grad, randomness, seen)
-    finally:
-        _random._batching = saved
-
-
-def _draw(op, fn, args, requires_grad, randomness, reads):
-    batched = [next((r for r in reads if isinstance(a, np.ndarray) and np.may_share_memory(a, r._value.data)), None)
-               for a in args]
-    if not any(e is not None for e in batched):
-        if randomness == "same":
-            return Tensor(fn(*args), requires_grad)
-        levels = tuple(lv for lv, _, _ in _running)
-        sizes = tuple(_sizes[lv] for lv in levels)
-        if op in ("randn", "rand"):
-            return wrap(Tensor(fn(sizes + args[0], args[1]), requires_grad), levels)
-        if op == "randint":
-            return wrap(Tensor(fn(args[0], args[1], sizes + args[2])), levels)
-        if op == "dropout":
-            return wrap(Tensor(fn(sizes + tuple(args[0]), *args[1:])), levels)
-        batched = [None] * len(args)
-        args = tuple(np.broadcast_to(a, sizes + np.shape(a)) if isinstance(a, np.ndarray) else a for a in args)
-        return wrap(Tensor(fn(*args)), levels)
-    levels = _levels_of(*[e for e in batched if e is not None])
-    rng = _random.get_rng()
-    if op == "multinomial":
-        p = batched[0]._value.data
-        if randomness == "different":
-            return wrap(Tensor(fn(p, args[1])), levels)
-        cdf = np.cumsum(p / p.sum(axis=-1, keepdims=True), axis=-1)
-        u = rng.random(args[0].shape[:-1] + (args[1],))  # one draw, shared by every example
-        return wrap(Tensor(np.minimum((u[..., :, None] > cdf[..., None, :]).sum(axis=-1), p.shape[-1] - 1)), levels)
-    if op == "normal":
-        m, s = _arrays(levels, *[e if e is not None else a for e, a in zip(batched, args)])
-        if randomness == "different":
-            return wrap(Tensor(fn(m, s)), levels)
-        eps = rng.standard_normal(np.broadcast_shapes(args[0].shape, args[1].shape))
-        return wrap(Tensor((m + s * eps).astype(m.dtype)), levels)
-    raise NotImplementedError(f"vmap: random op '{op}' with a batched argument has no batching rule")

@@ -20,115 +20,14 @@ import numpy as np
 
 from .. import random as _random
 from ..tensor import Tensor, _set_tracer
-from . import _state
+from . import _state, batching
+from ._batched import BatchedTensor, _arrays, _levels_of, _reads, _running, _sizes, wrap
 from ._pytree import _sorted_keys, tree_flatten, tree_unflatten
 
 __all__ = ("vmap",)
 
-_sizes = {}   # level -> batch size, for each running vmap
-_running = []  # the running vmaps' (level, randomness, fname), innermost last
-_reads = []   # BatchedTensors whose .data an op read since the last node (an op's batched constant: a target, a mask)
 _next_level = [1]
-_saved = {}   # the tracer and random hook that were there before the outermost vmap
-
-
-class BatchedTensor(Tensor):
-    """A batch seen as one example: `_value` the physical Tensor (batch dims first, one per level in `_levels`)."""
-
-    __slots__ = ("_value", "_levels")
-
-    def _example(self):
-        _reads.append(self)  # an op reads it: batching.py checks the op took it as an input or knows the argument
-        return self._value.data[(0,) * len(self._levels)]
-
-    data = property(_example, doc="Example 0's array (a view): what an op's forward computes on under vmap.")
-    shape = property(lambda self: self._value.data.shape[len(self._levels):])
-    dtype = property(lambda self: self._value.data.dtype)
-    ndim = property(lambda self: self._value.data.ndim - len(self._levels))
-
-    def __len__(self):
-        if not self.ndim:
-            raise TypeError("len() of a 0-d tensor")
-        return self.shape[0]
-
-    def numel(self):
-        return int(np.prod(self.shape))
-
-    def dim(self):
-        return self.ndim
-
-    def __repr__(self):
-        return f"BatchedTensor(levels={self._levels}, logical shape={self.shape}, physical={self._value.data!r})"
-
-    def detach(self):
-        return wrap(self._value.detach(), self._levels)
-
-    def _refuse(self, what):
-        raise RuntimeError(f"vmap: {what} of a batched tensor would read one example's value; inside vmap, keep "
-                           f"the computation in tensor ops (no data-dependent Python control flow)")
-
-    def __bool__(self):
-        self._refuse("bool()")
-
-    def item(self):
-        self._refuse("item()")
-
-    def numpy(self):
-        self._refuse("numpy()")
-
-    def tolist(self):
-        self._refuse("tolist()")
-
-    # comparisons and casts without gradient: computed on the physical batch (logical shapes line up by rank)
-    def _compare(self, other, f):
-        from . import batching
-        return batching.no_grad_op(f, self, other)
-
-    def __eq__(self, other): return self._compare(other, np.equal)
-    def __ne__(self, other): return self._compare(other, np.not_equal)
-    def __lt__(self, other): return self._compare(other, np.less)
-    def __le__(self, other): return self._compare(other, np.less_equal)
-    def __gt__(self, other): return self._compare(other, np.greater)
-    def __ge__(self, other): return self._compare(other, np.greater_equal)
-    def __and__(self, other): return self._compare(other, np.bitwise_and)
-    def __or__(self, other): return self._compare(other, np.bitwise_or)
-    def __invert__(self): return wrap(Tensor(~self._value.data), self._levels)
-    __hash__ = Tensor.__hash__
-
-    def long(self): return wrap(Tensor(self._value.data.astype(np.int64)), self._levels)
-    def int(self): return wrap(Tensor(self._value.data.astype(np.int32)), self._levels)
-    def bool(self): return wrap(Tensor(self._value.data.astype(bool)), self._levels)
-
-    def _per_example(self, op, dim):
-        """op(physical, dim shifted past the batch dims), each output wrapped: for the ops whose forward picks
-        indices from the data (topk, max(dim)), which must pick them per example (reduce.py calls it)."""
-        nb = len(self._levels)
-        out = op(self._value, dim % self.ndim + nb if self.ndim else dim)
-        return type(out)(*[wrap(o, self._levels) for o in out])
-
-    def argmax(self, axis=None, keepdims=False, dim=None, keepdim=None):
-        from . import batching
-        return batching.arg_extreme(np.argmax, self, dim if axis is None else axis, keepdims or bool(keepdim))
-
-    def argmin(self, axis=None, keepdims=False, dim=None, keepdim=None):
-        from . import batching
-        return batching.arg_extreme(np.argmin, self, dim if axis is None else axis, keepdims or bool(keepdim))
-
-
-def wrap(value, levels):
-    """A BatchedTensor over the physical Tensor `value` (its leading len(levels) dims the batch), or value itself
-    when no level is left."""
-    if not levels:
-        return value
-    out = object.__new__(BatchedTensor)
-    out._value, out._levels = value, tuple(levels)
-    Tensor.grad.__set__(out, None)
-    Tensor.requires_grad.__set__(out, value.requires_grad)
-    Tensor._parents.__set__(out, ())
-    Tensor._backward.__set__(out, None)
-    Tensor._op.__set__(out, None)
-    return out
-
+_saved = {}  # the tracer and random hook that were there before the outermost vmap
 
 def running():
     """True while some vmap runs (grad, vjp and random draws then batch)."""
@@ -159,7 +58,6 @@ class _Hook:
                 extras.append(r)
         if not batched and not extras:
             return rule if self.prev is None else self.prev.node(data, parents, rule, name)
-        from . import batching
         return batching.batch_node(data, parents, rule, name, extras)
 
 
@@ -184,9 +82,64 @@ def _exit(level):
 
 def _draw(op, fn, args, requires_grad=False):
     """random.py's hook: a random op under vmap, by the innermost vmap's randomness."""
-    from . import batching
     level, randomness, fname = _running[-1]
-    return batching.random_op(op, fn, args, requires_grad, randomness, fname, _reads)
+    return _random_op(op, fn, args, requires_grad, randomness, fname, _reads)
+
+
+def _random_op(op, fn, args, requires_grad, randomness, fname, reads):
+    """A random op under vmap: an error (randomness='error'), one draw for all examples ('same') or one per
+    example ('different'). Batched arguments (multinomial's probabilities, normal's mean) draw per example."""
+    seen = list(reads)
+    reads.clear()
+    if randomness == "error":
+        raise RuntimeError(f"{fname}: random op '{op}' under vmap with randomness='error' (the default); pass "
+                           f"randomness='different' (an independent draw per example) or 'same' (one draw shared "
+                           f"by the batch)")
+    if op == "get_rng":
+        if randomness == "different":
+            raise RuntimeError(f"{fname}: a draw from minigrad.random.get_rng() cannot be batched per example "
+                               f"(randomness='different'); use minigrad.random's functions, or randomness='same'")
+        return None
+    saved, _random._batching = _random._batching, None  # (fn may call get_rng itself)
+    try:
+        return _draw_batched(op, fn, args, requires_grad, randomness, seen)
+    finally:
+        _random._batching = saved
+
+
+def _draw_batched(op, fn, args, requires_grad, randomness, reads):
+    batched = [next((r for r in reads if isinstance(a, np.ndarray) and np.may_share_memory(a, r._value.data)), None)
+               for a in args]
+    if not any(e is not None for e in batched):
+        if randomness == "same":
+            return Tensor(fn(*args), requires_grad)
+        levels = tuple(lv for lv, _, _ in _running)
+        sizes = tuple(_sizes[lv] for lv in levels)
+        if op in ("randn", "rand"):
+            return wrap(Tensor(fn(sizes + args[0], args[1]), requires_grad), levels)
+        if op == "randint":
+            return wrap(Tensor(fn(args[0], args[1], sizes + args[2])), levels)
+        if op == "dropout":
+            return wrap(Tensor(fn(sizes + tuple(args[0]), *args[1:])), levels)
+        batched = [None] * len(args)
+        args = tuple(np.broadcast_to(a, sizes + np.shape(a)) if isinstance(a, np.ndarray) else a for a in args)
+        return wrap(Tensor(fn(*args)), levels)
+    levels = _levels_of(*[e for e in batched if e is not None])
+    rng = _random.get_rng()
+    if op == "multinomial":
+        p = batched[0]._value.data
+        if randomness == "different":
+            return wrap(Tensor(fn(p, args[1])), levels)
+        cdf = np.cumsum(p / p.sum(axis=-1, keepdims=True), axis=-1)
+        u = rng.random(args[0].shape[:-1] + (args[1],))  # one draw, shared by every example
+        return wrap(Tensor(np.minimum((u[..., :, None] > cdf[..., None, :]).sum(axis=-1), p.shape[-1] - 1)), levels)
+    if op == "normal":
+        m, s = _arrays(levels, *[e if e is not None else a for e, a in zip(batched, args)])
+        if randomness == "different":
+            return wrap(Tensor(fn(m, s)), levels)
+        eps = rng.standard_normal(np.broadcast_shapes(args[0].shape, args[1].shape))
+        return wrap(Tensor((m + s * eps).astype(m.dtype)), levels)
+    raise NotImplementedError(f"vmap: random op '{op}' with a batched argument has no batching rule")
 
 
 # ---- the transform -----------------------------------------------------------------------------------

@@ -403,8 +403,11 @@ ceil = _zero_grad_op(np.ceil, "ceil")
 def round(a, decimals=0):
     """Round half to even (as torch.round and NumPy); its gradient is zero everywhere."""
     a = as_tensor(a)
-    name = "round" if not decimals else f"round(decimals={decimals})"  # (the name tells vmap's rule the decimals)
-    return make_node(np.round(a.data, decimals), (a,), None, name, vjp=_dual.zero_vjp)
+    return make_node(np.round(a.data, decimals), (a,), None, "round", vjp=partial(_round_vjp, decimals))
+
+
+def _round_vjp(decimals, g, out, x):  # slope 0 (decimals: bound for vmap's rule)
+    return _dual.zero_vjp(g, out, x)
 
 
 def _extremum(op, f, a, b):

@@ -1,0 +1,145 @@
+"""What vmap's pieces share (vmap.py, batching.py): the running levels and BatchedTensor, the batch as the
+function sees it (one example's logical shape; the whole batch in `_value`). vmap.py's docstring tells the story."""
+import numpy as np
+
+from ..tensor import Tensor
+
+_sizes = {}   # level -> batch size, for each running vmap
+_running = []  # the running vmaps' (level, randomness, fname), innermost last
+_reads = []   # BatchedTensors whose .data an op read since the last node (a batched constant: a target, a mask)
+
+
+class BatchedTensor(Tensor):
+    """A batch seen as one example: `_value` the physical Tensor (batch dims first, one per level in `_levels`)."""
+
+    __slots__ = ("_value", "_levels")
+
+    def _example(self):
+        _reads.append(self)  # an op reads it: batching.py checks the op took it as an input or knows the argument
+        return self._value.data[(0,) * len(self._levels)]
+
+    data = property(_example, doc="Example 0's array (a view): what an op's forward computes on under vmap.")
+    shape = property(lambda self: self._value.data.shape[len(self._levels):])
+    dtype = property(lambda self: self._value.data.dtype)
+    ndim = property(lambda self: self._value.data.ndim - len(self._levels))
+
+    def __len__(self):
+        if not self.ndim:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def numel(self):
+        return int(np.prod(self.shape))
+
+    def dim(self):
+        return self.ndim
+
+    def __repr__(self):
+        return f"BatchedTensor(levels={self._levels}, logical shape={self.shape}, physical={self._value.data!r})"
+
+    def detach(self):
+        return wrap(self._value.detach(), self._levels)
+
+    def _refuse(self, what):
+        raise RuntimeError(f"vmap: {what} of a batched tensor would read one example's value; inside vmap, keep "
+                           f"the computation in tensor ops (no data-dependent Python control flow)")
+
+    def __bool__(self):
+        self._refuse("bool()")
+
+    def item(self):
+        self._refuse("item()")
+
+    def numpy(self):
+        self._refuse("numpy()")
+
+    def tolist(self):
+        self._refuse("tolist()")
+
+    # comparisons and casts without gradient: computed on the physical batch (logical shapes line up by rank)
+    def _compare(self, other, f):
+        return no_grad_op(f, self, other)
+
+    def __eq__(self, other): return self._compare(other, np.equal)
+    def __ne__(self, other): return self._compare(other, np.not_equal)
+    def __lt__(self, other): return self._compare(other, np.less)
+    def __le__(self, other): return self._compare(other, np.less_equal)
+    def __gt__(self, other): return self._compare(other, np.greater)
+    def __ge__(self, other): return self._compare(other, np.greater_equal)
+    def __and__(self, other): return self._compare(other, np.bitwise_and)
+    def __or__(self, other): return self._compare(other, np.bitwise_or)
+    def __invert__(self): return wrap(Tensor(~self._value.data), self._levels)
+    __hash__ = Tensor.__hash__
+
+    def long(self): return wrap(Tensor(self._value.data.astype(np.int64)), self._levels)
+    def int(self): return wrap(Tensor(self._value.data.astype(np.int32)), self._levels)
+    def bool(self): return wrap(Tensor(self._value.data.astype(bool)), self._levels)
+
+    def _per_example(self, op, dim):
+        """op(physical, dim shifted past the batch dims), each output wrapped: for the ops whose forward picks
+        indices from the data (topk, max(dim)), which must pick them per example (reduce.py calls it)."""
+        nb = len(self._levels)
+        out = op(self._value, dim % self.ndim + nb if self.ndim else dim)
+        return type(out)(*[wrap(o, self._levels) for o in out])
+
+    def argmax(self, axis=None, keepdims=False, dim=None, keepdim=None):
+        return arg_extreme(np.argmax, self, dim if axis is None else axis, keepdims or bool(keepdim))
+
+    def argmin(self, axis=None, keepdims=False, dim=None, keepdim=None):
+        return arg_extreme(np.argmin, self, dim if axis is None else axis, keepdims or bool(keepdim))
+
+
+def wrap(value, levels):
+    """A BatchedTensor over the physical Tensor `value` (its leading len(levels) dims the batch), or value itself
+    when no level is left."""
+    if not levels:
+        return value
+    out = object.__new__(BatchedTensor)
+    out._value, out._levels = value, tuple(levels)
+    Tensor.grad.__set__(out, None)
+    Tensor.requires_grad.__set__(out, value.requires_grad)
+    Tensor._parents.__set__(out, ())
+    Tensor._backward.__set__(out, None)
+    Tensor._op.__set__(out, None)
+    return out
+
+
+def _levels_of(*ts):
+    levels = set()
+    for t in ts:
+        if type(t) is BatchedTensor:
+            levels.update(t._levels)
+    return tuple(sorted(levels))
+
+
+def _arrays(levels, *ts):
+    """The physical arrays of ts, aligned at `levels` and at their largest logical rank."""
+    rank = max(np.ndim(t) if type(t) is not BatchedTensor else t.ndim for t in ts)
+    out = []
+    for t in ts:
+        if type(t) is BatchedTensor:
+            v, have = t._value.data, t._levels
+            lshape = v.shape[len(have):]
+            bshape = tuple(v.shape[have.index(lv)] if lv in have else 1 for lv in levels)
+            out.append(v.reshape(bshape + (1,) * (rank - len(lshape)) + lshape))
+        else:
+            out.append(t.data if isinstance(t, Tensor) else t)
+    return out
+
+
+def no_grad_op(f, *ts):
+    """f (a comparison, a bitwise op) on batched operands: a BatchedTensor without gradient."""
+    levels = _levels_of(*ts)
+    return wrap(Tensor(f(*_arrays(levels, *ts))), levels)
+
+
+def arg_extreme(f, x, axis, keepdims):
+    """argmax / argmin of a batched x over one logical axis (None: over the flattened example)."""
+    v, nb = x._value.data, len(x._levels)
+    if axis is None:
+        out = f(v.reshape(v.shape[:nb] + (-1,)), axis=-1)
+        if keepdims:
+            out = out.reshape(out.shape + (1,) * x.ndim)
+    else:
+        out = f(v, axis=axis % x.ndim + nb, keepdims=keepdims)
+    return wrap(Tensor(out), x._levels)
