@@ -16,7 +16,7 @@ class BatchedTensor(Tensor):
 
     def _example(self):
         _reads.append(self)  # an op reads it: batching.py checks the op took it as an input or knows the argument
-        return self._value.data[(0,) * len(self._levels)]
+        return self._value.data[(0,) * len(self._levels) + (Ellipsis,)]  # (a 0-d view, never a scalar copy)
 
     data = property(_example, doc="Example 0's array (a view): what an op's forward computes on under vmap.")
     shape = property(lambda self: self._value.data.shape[len(self._levels):])
