@@ -19,9 +19,9 @@ class BatchedTensor(Tensor):
         return self._value.data[(0,) * len(self._levels) + (Ellipsis,)]  # (a 0-d view, never a scalar copy)
 
     data = property(_example, doc="Example 0's array (a view): what an op's forward computes on under vmap.")
-    shape = property(lambda self: self._value.data.shape[len(self._levels):])
-    dtype = property(lambda self: self._value.data.dtype)
-    ndim = property(lambda self: self._value.data.ndim - len(self._levels))
+    shape = property(lambda self: self._value.data.shape[len(self._levels):], doc="The logical (one example's) shape.")
+    dtype = property(lambda self: self._value.data.dtype, doc="The NumPy dtype.")
+    ndim = property(lambda self: self._value.data.ndim - len(self._levels), doc="The logical number of dims.")
 
     def __len__(self):
         if not self.ndim:
@@ -29,15 +29,18 @@ class BatchedTensor(Tensor):
         return self.shape[0]
 
     def numel(self):
+        """The number of elements of one example."""
         return int(np.prod(self.shape))
 
     def dim(self):
+        """The logical number of dims."""
         return self.ndim
 
     def __repr__(self):
         return f"BatchedTensor(levels={self._levels}, logical shape={self.shape}, physical={self._value.data!r})"
 
     def detach(self):
+        """The same batch, cut from the graph."""
         return wrap(self._value.detach(), self._levels)
 
     def _refuse(self, what):
@@ -48,12 +51,15 @@ class BatchedTensor(Tensor):
         self._refuse("bool()")
 
     def item(self):
+        """Refused: one example's value has no meaning for the batch."""
         self._refuse("item()")
 
     def numpy(self):
+        """Refused (see item)."""
         self._refuse("numpy()")
 
     def tolist(self):
+        """Refused (see item)."""
         self._refuse("tolist()")
 
     # comparisons and casts without gradient: computed on the physical batch (logical shapes line up by rank)
@@ -71,9 +77,17 @@ class BatchedTensor(Tensor):
     def __invert__(self): return wrap(Tensor(~self._value.data), self._levels)
     __hash__ = Tensor.__hash__
 
-    def long(self): return wrap(Tensor(self._value.data.astype(np.int64)), self._levels)
-    def int(self): return wrap(Tensor(self._value.data.astype(np.int32)), self._levels)
-    def bool(self): return wrap(Tensor(self._value.data.astype(bool)), self._levels)
+    def long(self):
+        """An int64 copy of the batch (no gradient)."""
+        return wrap(Tensor(self._value.data.astype(np.int64)), self._levels)
+
+    def int(self):
+        """An int32 copy of the batch (no gradient)."""
+        return wrap(Tensor(self._value.data.astype(np.int32)), self._levels)
+
+    def bool(self):
+        """A boolean copy of the batch (no gradient)."""
+        return wrap(Tensor(self._value.data.astype(bool)), self._levels)
 
     def _per_example(self, op, dim):
         """op(physical, dim shifted past the batch dims), each output wrapped: for the ops whose forward picks
@@ -83,9 +97,11 @@ class BatchedTensor(Tensor):
         return type(out)(*[wrap(o, self._levels) for o in out])
 
     def argmax(self, axis=None, keepdims=False, dim=None, keepdim=None):
+        """Per-example indices of the largest entries (no gradient)."""
         return arg_extreme(np.argmax, self, dim if axis is None else axis, keepdims or bool(keepdim))
 
     def argmin(self, axis=None, keepdims=False, dim=None, keepdim=None):
+        """Per-example indices of the smallest entries (no gradient)."""
         return arg_extreme(np.argmin, self, dim if axis is None else axis, keepdims or bool(keepdim))
 
 

@@ -63,9 +63,11 @@ class Batch:
         return axis % ndim + self.nb if ndim else axis
 
     def shift_all(self, axes, ndim):
+        """shift for each axis of a tuple."""
         return tuple(self.shift(a, ndim) for a in axes)
 
     def batched(self, t):
+        """True for a BatchedTensor."""
         return type(t) is BatchedTensor
 
     def extra_like(self, array):
