@@ -254,3 +254,40 @@ def test_no_vmap_state_is_left_behind():
     except ValueError:
         pass
     assert sys.modules["minigrad.tensor"]._tracer is before and mrandom._batching is None
+
+
+# ---- composition with the other transforms ------------------------------------------------------------------
+
+def _mlp_f():
+    rng = np.random.default_rng(4)
+    w = mg.tensor(rng.standard_normal((3, 2)))
+    return lambda x: mg.tanh(x @ w).sum(-1) * mg.sigmoid(x).mean()
+
+
+def test_vmap_of_jvp_and_jvp_of_vmap_equal_the_loop():
+    from minigrad.func import jvp
+    rng = np.random.default_rng(5)
+    f = _mlp_f()
+    x, t = mg.tensor(rng.standard_normal((4, 3))), mg.tensor(rng.standard_normal((4, 3)))
+    loop = [jvp(f, (x[i],), (t[i],)) for i in range(4)]
+    want_o, want_t = np.stack([o.data for o, _ in loop]), np.stack([d.data for _, d in loop])
+    o, d = vmap(lambda a, b: jvp(f, (a,), (b,)))(x, t)
+    _close(o, want_o)
+    _close(d, want_t)
+    o, d = jvp(vmap(f), (x,), (t,))
+    _close(o, want_o)
+    _close(d, want_t)
+
+
+def test_vmap_of_grad_of_jvp_and_grad_of_vmap():
+    from minigrad.func import jvp
+    rng = np.random.default_rng(6)
+    f = _mlp_f()
+    x, v = mg.tensor(rng.standard_normal((4, 3))), mg.tensor(rng.standard_normal(3))
+
+    def dir_deriv(a):
+        return jvp(f, (a,), (v,))[1]
+    got = vmap(grad(dir_deriv))(x)
+    _close(got, np.stack([grad(dir_deriv)(x[i]).data for i in range(4)]))
+    got = grad(lambda a: vmap(f)(a).sum())(x)
+    _close(got, np.stack([grad(f)(x[i]).data for i in range(4)]))

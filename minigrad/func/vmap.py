@@ -14,18 +14,20 @@ How it is built, in three pieces (docs/func_vmap.md walks through them):
 3. Random ops ask `random._batching` (randomness="error" | "different" | "same"), and the reverse transforms
    (grad, vjp) ask `sweep_args` to sweep the physical graph, so vmap(grad(f)) gives per-example gradients.
 """
+import sys
 from functools import wraps
 
 import numpy as np
 
 from .. import random as _random
-from ..tensor import Tensor, _set_tracer
+from ..tensor import Tensor, _set_tracer, make_node
 from . import _state, batching
 from ._batched import BatchedTensor, _arrays, _levels_of, _reads, _running, _sizes, wrap
 from ._pytree import _sorted_keys, tree_flatten, tree_unflatten
 
 __all__ = ("vmap",)
 
+_tensor = sys.modules[make_node.__module__]  # the module minigrad/tensor.py (minigrad.tensor is the function)
 _next_level = [1]
 _saved = {}  # the tracer and random hook that were there before the outermost vmap
 
@@ -38,7 +40,7 @@ class _Hook:
     """make_node's tracer while a vmap runs: a node with a batched input goes to its op's batching rule."""
 
     def __init__(self, prev):
-        self.prev = prev
+        self.prev, self.last = prev, None
 
     def __getattr__(self, name):  # what another tracer offers (a compile capture's draw), passed through
         if self.prev is None:
@@ -53,12 +55,23 @@ class _Hook:
             if type(p) is BatchedTensor:
                 batched = True
         extras = []
-        for r in reads:
-            if all(r is not p for p in parents) and all(r is not e for e in extras):
+        for r in reads:  # (a transform reading the node it just made, forward mode's dtype check, is no argument)
+            if all(r is not p for p in parents) and all(r is not e for e in extras) and r is not self.last:
                 extras.append(r)
         if not batched and not extras:
             return rule if self.prev is None else self.prev.node(data, parents, rule, name)
-        return batching.batch_node(data, parents, rule, name, extras)
+        fwd = sys.modules.get("minigrad.func.forward")
+        if fwd is None or not fwd._levels or _tensor._transform is not None:
+            self.last = out = batching.batch_node(data, parents, rule, name, extras)
+            return out
+        # forward mode runs outside (jvp(vmap(f))): it made this call with its hook off, to make the node; the
+        # batching rule's own ops on the physical batch must carry tangents, so its hook is on for them
+        _tensor._transform = fwd._HOOK
+        try:
+            self.last = out = batching.batch_node(data, parents, rule, name, extras)
+        finally:
+            _tensor._transform = None
+        return out
 
 
 def _enter(level, size, randomness, fname):
