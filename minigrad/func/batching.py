@@ -14,12 +14,14 @@ gradients flow through vmap. The families share four moves:
 Every rule's example 0 is checked against the op's own output for example 0 (a rule that misses a constant of
 the op fails loudly, never silently).
 """
+from functools import partial
+
 import numpy as np
 
 from .. import ops
 from ..autograd.higher import ArrayBackward
 from ..ops import fused as _fused
-from ..tensor import Tensor
+from ..tensor import Tensor, make_node
 from ._batched import BatchedTensor, _arrays, _levels_of, _running, _sizes, wrap
 
 
@@ -35,6 +37,7 @@ class Batch:
             f = f.vjp if f.vjp is not None else f.reference
         self.consts = tuple(getattr(f, "args", ()))
         self.reference = rule.reference if isinstance(rule, ArrayBackward) else None
+        self.rule = rule
 
     def phys(self, t, rank=None):
         """t's physical Tensor: nb batch dims first (size 1 where t lacks the level), its logical rank raised to
@@ -84,6 +87,8 @@ def batch_node(out0, parents, rule, name, extras):
     """The node for op `name` with batched inputs: its batching rule's result, wrapped (vmap.py's hook)."""
     levels = _levels_of(*parents, *extras)
     fn = RULES.get(name)
+    if fn is None and isinstance(rule, ArrayBackward) and rule.reference is not None:
+        fn = _reference  # a kernel without its own rule (an attention kernel): its plain form, batched op by op
     if fn is None:
         fname = _running[-1][2] if _running else "vmap"
         raise NotImplementedError(f"{fname}: op '{name}' has no batching rule (minigrad/func/batching.py's RULES), so "
@@ -373,6 +378,14 @@ def _layer_norm(b):
     return b.reference(*b.parents)
 
 
+def _masked_softmax(b):  # attention/softmax.py's node: its array forward and rule, the axis shifted
+    allowed, axis = b.consts
+    x = b.phys(b.parents[0])
+    axis = axis + b.nb if axis >= 0 else axis
+    f = b.rule.func
+    return make_node(f.forward(allowed, axis, x.data), (x,), None, b.name, vjp=partial(f, allowed, axis))
+
+
 def _reference(b):
     return b.reference(*b.parents)
 
@@ -429,7 +442,7 @@ RULES = {
     "getitem": _getitem, "gather": _gather,
     "matmul": _matmul, "einsum": _einsum,
     "linear": _linear, "layer_norm": _layer_norm, "gru_cell": _reference, "cross_entropy": _cross_entropy,
-    "input": _input,
+    "input": _input, "masked_softmax": _masked_softmax,
 }
 TAKES_EXTRAS = (_where, _masked_fill, _getitem, _gather, _cross_entropy)  # rules that batch a non-input argument
 for _name in ("exp", "log", "sqrt", "abs", "tanh", "sigmoid", "relu", "softplus", "sin", "cos", "log1p", "expm1",
