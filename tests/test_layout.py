@@ -27,6 +27,7 @@ LAYERS = [
     ("op families", ["minigrad.ops.*"]),
     ("ops namespace", ["minigrad.ops"]),
     ("factories", ["minigrad.creation", "minigrad.random"]),
+    ("function transforms", ["minigrad.func.*", "minigrad.func"]),
     ("tools on tensors", ["minigrad.tools.gradcheck", "minigrad.tools.serialization", "minigrad.tools.viz",
                           "minigrad.tools"]),
     ("nn", ["minigrad.nn.*"]),
