@@ -95,6 +95,25 @@ def test_grad_of_a_functional_call_with_respect_to_the_dict():
         np.testing.assert_allclose(grads[k].data, p.grad, rtol=1e-12, atol=1e-13, err_msg=k)
 
 
+def test_jvp_with_respect_to_the_dict_agrees_with_vjp():
+    """Forward mode through the swapped parameters: <u, J v> from jvp equals <J^T u, v> from vjp."""
+    rng = np.random.default_rng(13)
+    model, x = mlp(), mg.tensor(rng.standard_normal((6, 4)))
+    params = {k: v.detach() for k, v in other_params(model, rng).items()}
+    tangents = {k: mg.tensor(rng.standard_normal(v.shape)) for k, v in params.items()}
+
+    def f(p):
+        return functional_call(model, p, (x,))
+
+    y, Jv = mg.func.jvp(f, (params,), (tangents,))
+    np.testing.assert_allclose(y.data, twin_with(mlp, params)(x).data, rtol=1e-12, atol=1e-13)
+    u = rng.standard_normal(y.shape)
+    _, vjp_fn = mg.func.vjp(f, params)
+    (JTu,) = vjp_fn(mg.tensor(u))
+    np.testing.assert_allclose((u * Jv.data).sum(), sum((JTu[k].data * tangents[k].data).sum() for k in params),
+                               rtol=1e-12)
+
+
 def test_vmap_over_stacked_parameters_is_an_ensemble():
     """vmap over a leading dim of every parameter (torch.func's model ensembling): model i with params[i]."""
     rng = np.random.default_rng(4)
