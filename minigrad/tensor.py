@@ -333,8 +333,10 @@ _anomaly._attach(_set_tracer)  # anomaly mode (autograd/anomaly.py) sits below t
 
 _new = object.__new__  # Tensor.__new__, without the attribute lookup
 
+_transform = None  # a running minigrad.func transform (forward mode, func/forward.py), which make_node defers to
 
-def make_node(data, parents, backward, name, *, vjp=None, reference=None):
+
+def make_node(data, parents, backward, name, *, vjp=None, reference=None, jvp=None):
     """Wrap the array `data` as the output of op `name`: the one node builder, which every op uses.
 
     `parents` is a tuple of Tensors (the op's inputs). The node's gradient comes one of two ways:
@@ -347,12 +349,15 @@ def make_node(data, parents, backward, name, *, vjp=None, reference=None):
       op's plain form instead: `vjp` if given, else `reference(*inputs)` (Tensor ops) recomputed, else it
       raises naming the op (autograd/higher.py, ArrayBackward).
     The graph is recorded only when grad mode is on and some parent requires grad. `Function` wraps it in
-    the torch.autograd.Function style.
+    the torch.autograd.Function style. jvp: the op's tangent rule for forward mode (minigrad/func/forward.py),
+    for a kernel whose rule does not carry one (`vjp.jvp`), called with the constants `vjp` is bound with.
     """
     rule = vjp if backward is None else _higher.ArrayBackward(backward, vjp, reference, name)
     if rule is None:
         raise TypeError(f"make_node: op {name!r} needs a backward closure or a vjp rule, got neither")
-    if _tracer is not None:  # minigrad.trace(), anomaly mode or a compile capture is recording: it sees the node
+    if _tracer is not None:  # minigrad.trace(), anomaly mode, a compile capture or a jvp is running: it sees the node
+        if _transform is not None:  # a jvp (func/forward.py, which sets a tracer too): it makes the node and its tangent
+            return _transform.node(data, parents, backward, name, vjp, reference, jvp)
         data = data if type(data) is np.ndarray else np.asarray(data)  # (the array the node will hold)
         rule = _tracer.node(data, parents, rule, name)
     out = _new(Tensor)

@@ -43,7 +43,15 @@ def _expand_back(g, shape, axes, keepdims):
     return _dual.expand(_keep(g, axes, keepdims), shape)
 
 
-@saves()
+def _by_slope(vjp, consts, axes, keepdims, t, out, x):
+    """A reduction's tangent from its gradient rule: the rule with g = 1 gives each entry's slope d out / d x_i;
+    the tangent is sum(slope * dx) over the reduced axes (var, std, max, prod, norm ... share it)."""
+    o = _keep(out, axes, keepdims)
+    slope = vjp(*consts, np.ones(o.shape, o.dtype), o, x)[0]
+    return (slope * t[0]).sum(axis=axes, keepdims=keepdims)
+
+
+@saves(jvp=lambda axes, keepdims, t, out, x: t[0].sum(axis=axes, keepdims=keepdims))  # tangent: d sum x = sum dx
 def _sum_vjp(axes, keepdims, g, out, x):  # g copied to every summand
     return (_expand_back(g, x.shape, axes, keepdims),)
 
@@ -59,7 +67,11 @@ def sum(a, axis=None, keepdims=False, dim=None):
                      vjp=partial(_sum_vjp, axes, keepdims))
 
 
-@saves(forward=lambda axes, keepdims, n, x: floating(x).mean(axis=axes, keepdims=keepdims))
+def _mean_jvp(axes, keepdims, n, t, out, x):  # d mean x = sum dx / n
+    return t[0].sum(axis=axes, keepdims=keepdims) / n
+
+
+@saves(forward=lambda axes, keepdims, n, x: floating(x).mean(axis=axes, keepdims=keepdims), jvp=_mean_jvp)
 def _mean_vjp(axes, keepdims, n, g, out, x):  # g / n to every entry
     return (_expand_back(g / n, x.shape, axes, keepdims),)
 
@@ -78,7 +90,11 @@ def mean(a, axis=None, keepdims=False, dim=None):
                      vjp=partial(_mean_vjp, axes, keepdims, n))
 
 
-@saves("inputs")
+def _var_jvp(axes, keepdims, dof, t, out, x):  # d var = 2 sum((x - mean) dx) / (n - c)
+    return ((x - x.mean(axis=axes, keepdims=True)) * t[0]).sum(axis=axes, keepdims=keepdims) * (2.0 / dof)
+
+
+@saves("inputs", jvp=_var_jvp)
 def _var_vjp(axes, keepdims, dof, g, out, x):  # d var = 2 (x - mean) / (n - c)
     return (_expand_back(g, x.shape, axes, keepdims) * (x - x.mean(axis=axes, keepdims=True)) * (2.0 / dof),)
 
@@ -116,7 +132,11 @@ def _extreme(op, reduce, a, axis, keepdims, dim):
                      (a,), None, op, vjp=partial(_extreme_vjp, axes, keepdims))
 
 
-@saves("out", "inputs")
+def _extreme_jvp(axes, keepdims, t, out, x):  # the mean tangent of the entries that reach the extreme
+    return _by_slope(_extreme_vjp, (axes, True), axes, keepdims, t, out, x)
+
+
+@saves("out", "inputs", jvp=_extreme_jvp)
 def _extreme_vjp(axes, keepdims, g, out, x):  # ties share the gradient equally (as torch.amax): the sum is exact
     xd, od = _dual.value(x), _keep(_dual.value(out), axes, keepdims)
     hit = xd == od
@@ -234,7 +254,11 @@ def logsumexp(a, axis=None, keepdims=False, dim=None):
                      vjp=partial(_logsumexp_vjp, axes, keepdims))
 
 
-@saves("out", "inputs")
+def _logsumexp_jvp(axes, keepdims, t, out, x):  # d lse = sum(softmax(x) dx)
+    return (_dual.exp(x - _keep(out, axes, keepdims)) * t[0]).sum(axis=axes, keepdims=keepdims)
+
+
+@saves("out", "inputs", jvp=_logsumexp_jvp)
 def _logsumexp_vjp(axes, keepdims, g, out, x):  # d lse = softmax(x) = exp(x - lse)
     return (_expand_back(g, x.shape, axes, keepdims) * _dual.exp(x - _keep(out, axes, keepdims)),)
 
@@ -264,7 +288,7 @@ def cumsum(a, axis=None, dim=None):
     return make_node(np.cumsum(a.data, axis=axis), (a,), None, "cumsum", vjp=partial(_cumsum_vjp, axis))
 
 
-@saves()
+@saves(jvp=lambda axis, t, out, x: t[0].cumsum(axis=axis))  # tangent: linear: the running sum of dx
 def _cumsum_vjp(axis, g, out, x):  # each input feeds every later output: the reversed running sum of g
     return (_dual.flip(_dual.flip(g, axis).cumsum(axis=axis), axis),)
 
@@ -292,7 +316,11 @@ def _others(x, axes):
     return _dual.permute(out, tuple(int(i) for i in np.argsort(perm))) if x.ndim else out
 
 
-@saves("inputs")
+def _prod_jvp(axes, keepdims, t, out, x):  # d prod = sum(the product of the other factors * dx)
+    return _by_slope(_prod_vjp, (axes, True), axes, keepdims, t, out, x) if x.size else None
+
+
+@saves("inputs", jvp=_prod_jvp)
 def _prod_vjp(axes, keepdims, g, out, x):  # d prod / d x_i = the product of the other factors
     if not x.size:  # nothing was multiplied: no entry to send a gradient to
         return (np.zeros(x.shape, g.dtype),)
@@ -307,7 +335,11 @@ def prod(a, axis=None, keepdims=False, dim=None):
                      vjp=partial(_prod_vjp, axes, keepdims))
 
 
-@saves("out", "inputs")
+def _norm_jvp(p, axes, keepdims, t, out, x):  # sum(d||x||/dx_i dx_i), the gradient rule's slopes
+    return _by_slope(_norm_vjp, (p, axes, True), axes, keepdims, t, out, x)
+
+
+@saves("out", "inputs", jvp=_norm_jvp)
 def _norm_vjp(p, axes, keepdims, g, out, x):  # d ||x||_p, with 0 at a zero norm (the subgradient torch picks)
     g, out = _keep(g, axes, keepdims), _keep(out, axes, keepdims)  # shaped like the keepdims output
     xd, od = _dual.value(x), _dual.value(out)
@@ -353,7 +385,11 @@ def norm(a, p=2, axis=None, keepdims=False, dim=None):
                      (a,), None, "norm", vjp=partial(_norm_vjp, p, axes, keepdims))
 
 
-@saves("out", "inputs")
+def _std_jvp(axes, keepdims, dof, t, out, x):  # sum((x - mean) dx) / ((n - c) std), 0 where std = 0
+    return _by_slope(_std_vjp, (axes, True, dof), axes, keepdims, t, out, x)
+
+
+@saves("out", "inputs", jvp=_std_jvp)
 def _std_vjp(axes, keepdims, dof, g, out, x):  # d std = (x - mean) / ((n - c) std), and 0 where std = 0
     s = _keep(out, axes, keepdims)
     zero = _dual.value(s) == 0
