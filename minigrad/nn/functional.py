@@ -25,7 +25,7 @@ def silu(x):
 def leaky_relu(x, negative_slope=0.01):
     """Elementwise x if x > 0 else negative_slope * x, as torch's leaky_relu (built from where)."""
     x = ops.as_tensor(x)
-    return ops.where(x.data > 0, x, x * negative_slope)
+    return ops.where(x > 0, x, x * negative_slope)  # (x > 0, not x.data > 0: under vmap the mask is per example)
 
 
 def dropout(x, p=0.5, training=True, rng=None):
