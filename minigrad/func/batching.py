@@ -71,7 +71,7 @@ class Batch:
 
     def batched(self, t):
         """True for a BatchedTensor."""
-        return type(t) is BatchedTensor
+        return type(t) is BatchedTensor  # (a plain Tensor is the same for every example)
 
     def extra_like(self, array):
         """The batched extra argument whose example-0 view `array` is, or None."""
@@ -133,7 +133,7 @@ def _unary(op):
     return _elementwise(lambda b, x: op(x))
 
 
-def _binary(op, with_number=None):
+def _binary(op):
     """op(x, y) for two inputs; with one input, op(x, the number the rule is bound with)."""
     return _elementwise(lambda b, *xs: op(*xs) if len(xs) == 2 else op(xs[0], b.consts[0]))
 
@@ -264,10 +264,8 @@ def _roll(b):
     return ops.roll(x, tuple(-s for s in back), dims=b.shift_all(dims, b.parents[0].ndim))
 
 
-def _tri(keep_fn=None):
-    def rule(b):
-        return ops.where(b.consts[0], b.phys(b.parents[0]), np.zeros((), b.out0.dtype))
-    return rule
+def _tri(b):  # tril / triu: the kept triangle, a constant mask over the last two dims
+    return ops.where(b.consts[0], b.phys(b.parents[0]), np.zeros((), b.out0.dtype))
 
 
 # ---- indexing ----------------------------------------------------------------------------------------
@@ -303,8 +301,7 @@ def _getitem(b):
             new.append(i.reshape((1,) * b.nb + i.shape))
         else:
             new.append(i)
-    out = ops.getitem(b.full(x), _aranges(b, trail) + tuple(new))
-    return out
+    return ops.getitem(b.full(x), _aranges(b, trail) + tuple(new))
 
 
 def _gather(b):
@@ -438,7 +435,7 @@ RULES = {
     "softmax": _softmax(ops.softmax), "log_softmax": _softmax(ops.log_softmax),
     "reshape": _reshape, "expand": _expand, "permute": _permute, "transpose": _permute, "swapaxes": _swapaxes,
     "concat": _join(ops.concat), "stack": _join(ops.stack), "pad": _pad, "tile": _tile, "flip": _flip, "roll": _roll,
-    "tril": _tri(), "triu": _tri(),
+    "tril": _tri, "triu": _tri,
     "getitem": _getitem, "gather": _gather,
     "matmul": _matmul, "einsum": _einsum,
     "linear": _linear, "layer_norm": _layer_norm, "gru_cell": _reference, "cross_entropy": _cross_entropy,
