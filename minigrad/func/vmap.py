@@ -31,6 +31,7 @@ _tensor = sys.modules[make_node.__module__]  # the module minigrad/tensor.py (mi
 _next_level = [1]
 _saved = {}  # the tracer and random hook that were there before the outermost vmap
 
+
 def running():
     """True while some vmap runs (grad, vjp and random draws then batch)."""
     return bool(_running)
@@ -121,6 +122,7 @@ def _random_op(op, fn, args, requires_grad, randomness, fname, reads):
 
 
 def _draw_batched(op, fn, args, requires_grad, randomness, reads):
+    """The draw itself: per example (the batch sizes put in front of its shape, or its arguments' batch), or once."""
     batched = [next((r for r in reads if isinstance(a, np.ndarray) and np.may_share_memory(a, r._value.data)), None)
                for a in args]
     if not any(e is not None for e in batched):
@@ -134,7 +136,6 @@ def _draw_batched(op, fn, args, requires_grad, randomness, reads):
             return wrap(Tensor(fn(args[0], args[1], sizes + args[2])), levels)
         if op == "dropout":
             return wrap(Tensor(fn(sizes + tuple(args[0]), *args[1:])), levels)
-        batched = [None] * len(args)
         args = tuple(np.broadcast_to(a, sizes + np.shape(a)) if isinstance(a, np.ndarray) else a for a in args)
         return wrap(Tensor(fn(*args)), levels)
     levels = _levels_of(*[e for e in batched if e is not None])
@@ -204,6 +205,10 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", chunk_size=None):
     @wraps(func)
     def wrapper(*args, **kwargs):
         leaves, spec, dims = _dims_for(fname, in_dims, args)
+        labels = []  # each leaf's name in messages: "argument 1", or "argument 0 (leaf 2)" inside a pytree
+        for i, a in enumerate(args):
+            n = len(tree_flatten(a)[0])
+            labels += [f"argument {i}" if n == 1 else f"argument {i} (leaf {k})" for k in range(n)]
         size, where = None, None
         for k, (x, d) in enumerate(zip(leaves, dims)):
             if d is None:
@@ -211,18 +216,17 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", chunk_size=None):
             if isinstance(d, bool) or not isinstance(d, int):
                 raise TypeError(f"{fname}: an in_dim must be an int or None, got {d!r}")
             if not isinstance(x, (Tensor, np.ndarray)):
-                raise TypeError(f"{fname}: in_dim {d} given for a {type(x).__name__}; only Tensors (or arrays) have "
-                                f"a batch dim (use None for it)")
+                raise TypeError(f"{fname}: in_dim {d} given for {labels[k]}, a {type(x).__name__}; only Tensors (or "
+                                f"arrays) have a batch dim (use None for it)")
             nd = x.ndim
             if not -nd <= d < nd:
-                raise ValueError(f"{fname}: in_dim {d} is out of range for an argument of shape {tuple(x.shape)} "
-                                 f"(leaf {k})")
+                raise ValueError(f"{fname}: in_dim {d} is out of range for {labels[k]} of shape {tuple(x.shape)}")
             n = x.shape[d]
             if size is None:
                 size, where = n, k
             elif n != size:
-                raise ValueError(f"{fname}: the batch dims differ in size: leaf {where} has {size} along its in_dim, "
-                                 f"leaf {k} has {n} (shape {tuple(x.shape)}, in_dim {d})")
+                raise ValueError(f"{fname}: the batch dims differ in size: {labels[where]} has {size} along its "
+                                 f"in_dim, {labels[k]} has {n} (shape {tuple(x.shape)}, in_dim {d})")
         if size is None:
             raise ValueError(f"{fname}: no argument is batched (in_dims={in_dims!r}); give at least one Tensor "
                              f"argument an int in_dim")
