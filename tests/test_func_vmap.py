@@ -210,7 +210,8 @@ def test_errors_name_the_function_and_argument():
     a, b = mg.tensor(np.zeros((3, 2))), mg.tensor(np.zeros((4, 2)))
     with pytest.raises(ValueError, match=r"vmap\(f\): in_dims has 1 entries but the function got 2"):
         vmap(f, in_dims=(0,))(a, a)
-    with pytest.raises(ValueError, match=r"vmap\(f\): the batch dims differ in size.*argument 0 has 3.*argument 1 has 4"):
+    with pytest.raises(ValueError, match=r"vmap\(f\): the batch dims differ in size.*argument 0 has 3.*"
+                                         r"argument 1 has 4"):
         vmap(f)(a, b)
     with pytest.raises(ValueError, match=r"argument 1 \(leaf 1\) has 4"):
         vmap(lambda a, p: a + p["w"] + p["v"])(a, {"v": a, "w": b})
