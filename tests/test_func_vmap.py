@@ -240,6 +240,11 @@ def test_op_without_a_rule_is_named():
         vmap(lambda t: Twice.apply(t))(mg.tensor(np.zeros((3, 2)), requires_grad=True))
 
 
+def test_a_data_dependent_shape_is_refused():
+    with pytest.raises(NotImplementedError, match="batched boolean mask"):
+        vmap(lambda t: t[t > 0])(mg.tensor(np.random.default_rng(0).standard_normal((3, 4))))
+
+
 def test_reading_one_example_is_refused():
     with pytest.raises(RuntimeError, match=r"item\(\) of a batched tensor"):
         vmap(lambda t: t * t.sum().item())(mg.tensor(np.ones((3, 2))))

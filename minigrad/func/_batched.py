@@ -159,3 +159,20 @@ def arg_extreme(f, x, axis, keepdims):
     else:
         out = f(v, axis=axis % x.ndim + nb, keepdims=keepdims)
     return wrap(Tensor(out), x._levels)
+
+
+def check_example0(name, want, got):
+    """A batching rule's example 0 (`got`) must be the op's own (`want`): a rule that misses a constant of its op
+    fails here, loudly, rather than return other numbers for every example."""
+    want = np.asarray(want)
+    ok = got.shape == want.shape
+    if ok and want.size:
+        if want.dtype.kind == "f":
+            finite = np.isfinite(want)
+            scale = 1 + float(np.abs(want[finite]).max(initial=0))
+            ok = np.allclose(got, want, rtol=1e-4, atol=1e-6 * scale, equal_nan=True)
+        else:
+            ok = np.array_equal(got, want)
+    if not ok:
+        raise RuntimeError(f"vmap: the batching rule of op '{name}' disagrees with the op on example 0 (shape "
+                           f"{got.shape} against {want.shape}); an argument of the op that the rule does not know?")

@@ -22,7 +22,7 @@ from .. import ops
 from ..autograd.higher import ArrayBackward
 from ..ops import fused as _fused
 from ..tensor import Tensor, make_node
-from ._batched import BatchedTensor, _arrays, _levels_of, _running, _sizes, wrap
+from ._batched import BatchedTensor, _arrays, _levels_of, _running, _sizes, check_example0, wrap
 
 
 class Batch:
@@ -100,24 +100,8 @@ def batch_node(out0, parents, rule, name, extras):
     out = fn(b)
     if type(out) is BatchedTensor:
         return out
-    _check(b, out)
+    check_example0(b.name, b.out0, out.data[(0,) * b.nb])
     return wrap(out, levels)
-
-
-def _check(b, out):
-    """The rule's example 0 must be the op's own: a rule that misses a constant of the op fails here."""
-    got = out.data[(0,) * b.nb]
-    want = np.asarray(b.out0)
-    ok = got.shape == want.shape
-    if ok and want.size:
-        if want.dtype.kind == "f":
-            ok = np.allclose(got, want, rtol=1e-4, atol=1e-6 * (1 + float(np.nanmax(np.abs(want), initial=0))),
-                             equal_nan=True) or not np.isfinite(want).all()
-        else:
-            ok = np.array_equal(got, want)
-    if not ok:
-        raise RuntimeError(f"vmap: the batching rule of op '{b.name}' disagrees with the op on example 0 (shape "
-                           f"{got.shape} against {want.shape}); an argument of the op that the rule does not know?")
 
 
 # ---- elementwise ------------------------------------------------------------------------------------
@@ -288,7 +272,10 @@ def _getitem(b):
                                   f"index the batch with adjacent advanced indices")
     arrays = [b.extra_like(i) for i in items]
     _consumed(b, items)
-    if Ellipsis in items or any(isinstance(i, slice) for i in items[:min(k for k, e in enumerate(arrays)
+    if any(e is not None and e.dtype == bool for e in arrays):
+        raise NotImplementedError("vmap: x[mask] with a batched boolean mask keeps a different number of entries per "
+                                  "example; use where or masked_fill, which keep the shape")
+    if any(i is Ellipsis for i in items) or any(isinstance(i, slice) for i in items[:min(k for k, e in enumerate(arrays)
                                                                            if e is not None)]):
         raise NotImplementedError("vmap: a batched index behind a slice or an Ellipsis (x[:, idx]) has no "
                                   "batching rule; move the indexed dim first")
