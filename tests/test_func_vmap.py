@@ -248,6 +248,8 @@ def test_a_data_dependent_shape_is_refused():
 def test_reading_one_example_is_refused():
     with pytest.raises(RuntimeError, match=r"item\(\) of a batched tensor"):
         vmap(lambda t: t * t.sum().item())(mg.tensor(np.ones((3, 2))))
+    with pytest.raises(TypeError, match="would keep one example"):
+        vmap(lambda t: mg.tensor(t) * 2)(mg.tensor(np.ones((3, 2))))
 
 
 def test_no_vmap_state_is_left_behind():
