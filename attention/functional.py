@@ -349,7 +349,7 @@ def attend(q, k, v, packed, allowed, bias, dropout_p, scale, return_weights, tra
     else:
         qd, kd, vd = q.data, k.data, v.data
     out, p, cache = sdpa_forward(qd, kd, vd, allowed, None if bias is None else bias.data, scale, p_drop,
-                             rng or random.get_rng())
+                             rng or (random.get_rng() if p_drop else None))  # (no dropout: no generator)
     # a float mask is a parent even when constant (its gradient is then skipped: need_db): the create_graph
     # rule rebuilds the attention from the parents, and a mask left out of them was silently dropped there
     with_bias = bias is not None

@@ -21,16 +21,19 @@ from ..ops import stack
 from ..ops._dual import identity_vjp
 from ..tensor import Tensor, make_node
 from . import _state
+from . import vmap as _vmap
 from ._pytree import tree_flatten, tree_unflatten
 from .forward import copy_tangents, jacfwd
 
 __all__ = ("grad", "grad_and_value", "vjp", "jacrev", "hessian")
 
 
-def _input(x, fname, where):
+def _input(x, fname, where, batched=True):
     """A stand-in for one leaf to differentiate: an identity node over a Tensor already in a graph (the outer
     graph goes on through it), else a fresh leaf that requires grad (carrying x's tangents, if forward mode
     runs outside)."""
+    if batched and _vmap.running():  # under vmap: a stand-in per example, so gradients are per example (vmap.py)
+        return _vmap.batched_input(x, lambda v: _input(v, fname, where, False))
     if isinstance(x, Tensor):
         if x.dtype.kind != "f":
             raise TypeError(f"{fname}: {where} must be floating to be differentiated, got dtype {x.dtype}")
@@ -68,8 +71,8 @@ def _prepare(fname, args, argnums):
 def _reaches_outside(outs, inputs):
     """True if the outputs' graph reaches a tensor that requires grad other than the stand-ins (an argument or
     a closed-over tensor in a graph of its own): the sweep must then keep its graph (create_graph)."""
-    stop = set(inputs)
-    for o in outs:
+    stop = set(map(_vmap.physical, inputs))
+    for o in map(_vmap.physical, outs):
         if isinstance(o, Tensor) and o.requires_grad:
             for n in _topo(o, stop):
                 if n not in stop and n._backward is None and n.requires_grad and not _state.is_internal(n):
@@ -90,6 +93,9 @@ def _split_aux(fname, out, has_aux):
 
 def _sweep(outs, seeds, inputs, create_graph):
     """The gradients of the outputs (seeded) with respect to the inputs, zeros where none reaches."""
+    rewrap = None
+    if _vmap.running():  # under vmap: the sweep runs on the physical (batched) graph, seeded per example
+        outs, seeds, inputs, rewrap = _vmap.sweep_args(outs, seeds, inputs)
     live = [(o, s) for o, s in zip(outs, seeds) if o.requires_grad]
     if live:
         with enable_grad():
@@ -97,7 +103,8 @@ def _sweep(outs, seeds, inputs, create_graph):
                                 create_graph=create_graph, allow_unused=True)
     else:
         gs = [None] * len(inputs)
-    return [Tensor(np.zeros(x.shape, x.dtype)) if g is None else g for g, x in zip(gs, inputs)]
+    gs = [Tensor(np.zeros(x.shape, x.dtype)) if g is None else g for g, x in zip(gs, inputs)]
+    return gs if rewrap is None else rewrap(gs)
 
 
 def _detach(tree, keep):
@@ -105,7 +112,7 @@ def _detach(tree, keep):
     if keep:
         return tree
     leaves, spec = tree_flatten(tree)
-    return tree_unflatten([Tensor(x.data) if isinstance(x, Tensor) else x for x in leaves], spec)
+    return tree_unflatten([x.detach() if isinstance(x, Tensor) else x for x in leaves], spec)
 
 
 def grad_and_value(func, argnums=0, has_aux=False):
@@ -239,7 +246,7 @@ def _stack(gs, out_shape, x, keep):
     shape = tuple(out_shape) + tuple(x.shape)
     if not gs:
         return Tensor(np.zeros(shape, x.dtype))
-    if keep:  # a differentiable stack (the outer transform looks through it)
+    if keep or _vmap.running():  # a differentiable stack (the outer transform looks through it; vmap batches it)
         return stack(gs).reshape(shape)
     return Tensor(np.stack([g.data for g in gs]).reshape(shape))
 

@@ -212,11 +212,11 @@ def div(a, b):
     return make_node(_binary("div", a, b, np.divide), (a, b), None, "div", vjp=_div_vjp)
 
 
-def _rdiv_jvp(t, out, x):  # d(c / x) = -out dx / x
+def _rdiv_jvp(s, t, out, x):  # d(c / x) = -out dx / x
     return -t[0] * out / x
 
 
-def _rdiv_vjp(g, out, x):  # d(c / x) = -g c / x^2 = -g out / x
+def _rdiv_vjp(s, g, out, x):  # d(c / x) = -g c / x^2 = -g out / x (c = s, bound for vmap's rule)
     return (-g * out / x,)
 
 
@@ -228,7 +228,7 @@ def rdiv(a, b):
     s = _scalar(b)
     if s is None:
         return div(as_tensor(b), a)
-    return make_node(s / floating(a.data), (a,), None, "rdiv", vjp=_rdiv_vjp)
+    return make_node(s / floating(a.data), (a,), None, "rdiv", vjp=partial(_rdiv_vjp, s))
 
 
 def _pow_scalar(s, x):

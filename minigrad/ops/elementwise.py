@@ -248,11 +248,11 @@ def masked_fill(a, mask, value):
         raise ValueError(f"masked_fill: mask {m.shape} does not broadcast with input {a.shape}") from None
     if out.shape != a.shape:
         raise ValueError(f"masked_fill: mask {m.shape} would broadcast input {a.shape} to {out.shape}")
-    return make_node(out, (a,), None, "masked_fill", vjp=partial(_masked_fill_vjp, m))
+    return make_node(out, (a,), None, "masked_fill", vjp=partial(_masked_fill_vjp, m, value))
 
 
-@saves(jvp=lambda m, t, out, x: _masked_fill_vjp(m, t[0], out, x)[0])  # diagonal: dx as g
-def _masked_fill_vjp(m, g, out, x):  # the filled places get no gradient
+@saves(jvp=lambda m, value, t, out, x: _masked_fill_vjp(m, value, t[0], out, x)[0])  # diagonal: dx as g
+def _masked_fill_vjp(m, value, g, out, x):  # the filled places get no gradient (value: for vmap's rule)
     return (_dual.where(m, np.zeros((), g.dtype), g),)
 
 
@@ -407,7 +407,7 @@ ceil = _zero_grad_op(np.ceil, "ceil")
 def round(a, decimals=0):
     """Round half to even (as torch.round and NumPy); its gradient is zero everywhere."""
     a = as_tensor(a)
-    return make_node(np.round(a.data, decimals), (a,), None, "round", vjp=_dual.zero_vjp)
+    return make_node(np.round(a.data, decimals), (a,), None, "round", vjp=partial(_dual.zero_vjp_with, decimals))
 
 
 def _extremum(op, f, a, b):

@@ -166,6 +166,8 @@ def _extreme_dim(op, argfn, result, a, dim, keepdims):
     if a.ndim == 0:
         _check_axis(op, dim, 1, a.shape)
         return result(reshape(a, ()), Tensor(np.zeros((), np.int64)))
+    if type(a) is not Tensor and hasattr(a, "_levels"):  # vmap's BatchedTensor: indices per example (func/vmap.py)
+        return a._per_example(lambda v, d: _extreme_dim(op, argfn, result, v, d, keepdims), dim)
     d = _check_axis(op, dim, a.ndim, a.shape)
     if a.shape[d] == 0:
         raise ValueError(f"{op}: cannot reduce over an empty axis (shape {a.shape}, dim {dim})")
@@ -204,6 +206,8 @@ def topk(a, k, dim=-1, largest=True, sorted=True):
         if k != 1:
             raise ValueError(f"topk: k must be 1 for a 0-d tensor, got {k!r}")
         return topk_result(reshape(a, ()), Tensor(np.zeros((), np.int64)))
+    if type(a) is not Tensor and hasattr(a, "_levels"):  # vmap's BatchedTensor: picks per example (func/vmap.py)
+        return a._per_example(lambda v, d: topk(v, k, d, largest, sorted), dim)
     d = _check_axis("topk", dim, a.ndim, a.shape)
     n = a.shape[d]
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 0 <= k <= n:
@@ -266,12 +270,16 @@ def _logsumexp_vjp(axes, keepdims, g, out, x):  # d lse = softmax(x) = exp(x - l
 def argmax(a, axis=None, keepdims=False, dim=None):
     """Indices of the largest entries over axis (or dim), as an integer Tensor (no gradient)."""
     axis = _axis(axis, dim)
+    if type(a) is not Tensor and hasattr(a, "_levels"):  # vmap's BatchedTensor (func/vmap.py)
+        return a.argmax(axis, keepdims)
     return Tensor(np.argmax(data_of(a), axis=axis, keepdims=keepdims))
 
 
 def argmin(a, axis=None, keepdims=False, dim=None):
     """Indices of the smallest entries over axis (or dim), as an integer Tensor (no gradient)."""
     axis = _axis(axis, dim)
+    if type(a) is not Tensor and hasattr(a, "_levels"):  # vmap's BatchedTensor (func/vmap.py)
+        return a.argmin(axis, keepdims)
     return Tensor(np.argmin(data_of(a), axis=axis, keepdims=keepdims))
 
 
