@@ -260,6 +260,10 @@ def test_tied_weights_take_the_one_value_given_unless_untied():
     np.testing.assert_allclose(functional_call(model, {"embed.weight": w, "head.weight": w2}, (idx,),
                                                tie_weights=False).data, w.data[idx] @ w2.data.T, rtol=1e-13)
     assert model.head.weight is model.embed.weight and type(model.head.weight) is nn.Parameter
+    # strict=True: a tied weight given under one of its names is not missing under the other (as torch)
+    np.testing.assert_allclose(functional_call(model, {"embed.weight": w}, (idx,), strict=True).data, ref, rtol=1e-13)
+    with pytest.raises(KeyError, match=r"missing names \['head.weight'\]"):
+        functional_call(model, {"embed.weight": w}, (idx,), strict=True, tie_weights=False)
 
 
 def test_a_submodule_reachable_by_two_names_is_restored_once():

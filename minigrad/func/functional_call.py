@@ -73,6 +73,8 @@ def functional_call(module, params_and_buffers, args=(), kwargs=None, *, tie_wei
     values = _merge(params_and_buffers)
     slots = _slots(module)
     unknown = [k for k in values if k not in slots]
+    if tie_weights and not unknown:
+        values = _untie(slots, values, module)  # (before the strict check: a tied name given once counts for all)
     missing = [k for k in slots if k not in values] if strict else []
     if unknown or missing:
         msg = [f"functional_call on {type(module).__name__}:"]
@@ -86,8 +88,6 @@ def functional_call(module, params_and_buffers, args=(), kwargs=None, *, tie_wei
         if not (isinstance(v, Tensor) or (not is_param and (v is None or isinstance(v, np.ndarray)))):
             raise TypeError(f"functional_call: the value for {'parameter' if is_param else 'buffer'} '{k}' must be "
                             f"a Tensor{'' if is_param else ' or ndarray'}, got {type(v).__name__}")
-    if tie_weights:
-        values = _untie(slots, values, module)
     if not isinstance(args, tuple):
         args = (args,)  # a single argument, as torch
     kwargs = {} if kwargs is None else kwargs
