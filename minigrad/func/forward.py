@@ -105,7 +105,7 @@ class _Hook:
             levels = _levels
             for k in range(len(levels)):  # outer levels first: a rule at level k reads out's tangents below k
                 ts = tuple([levels[k].tangents.get(p) for p in parents])
-                if all(t is None for t in ts):
+                if all(t is None for t in ts) or out in levels[k].tangents:  # (vmap's hook may have set it)
                     continue
                 _enter(levels[:k])  # the rule's own ops get tangents at the outer levels only
                 try:

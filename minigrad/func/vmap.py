@@ -41,7 +41,7 @@ class _Hook:
     """make_node's tracer while a vmap runs: a node with a batched input goes to its op's batching rule."""
 
     def __init__(self, prev):
-        self.prev, self.last = prev, None
+        self.prev = prev
 
     def __getattr__(self, name):  # what another tracer offers (a compile capture's draw), passed through
         if self.prev is None:
@@ -56,23 +56,68 @@ class _Hook:
             if type(p) is BatchedTensor:
                 batched = True
         extras = []
-        for r in reads:  # (a transform reading the node it just made, forward mode's dtype check, is no argument)
-            if all(r is not p for p in parents) and all(r is not e for e in extras) and r is not self.last:
-                extras.append(r)
+        if reads:  # a batched tensor read but not an input: one the op keeps as a constant (a mask, an index, a
+            held = _constants(rule)  # target) is an argument its rule must batch; a transform's own reads are not
+            for r in reads:
+                if all(r is not p for p in parents) and all(r is not e for e in extras) and \
+                        any(np.may_share_memory(a, r._value.data) for a in held):
+                    extras.append(r)
         if not batched and not extras:
             return rule if self.prev is None else self.prev.node(data, parents, rule, name)
         fwd = sys.modules.get("minigrad.func.forward")
         if fwd is None or not fwd._levels or _tensor._transform is not None:
-            self.last = out = batching.batch_node(data, parents, rule, name, extras)
-            return out
-        # forward mode runs outside (jvp(vmap(f))): it made this call with its hook off, to make the node; the
-        # batching rule's own ops on the physical batch must carry tangents, so its hook is on for them
-        _tensor._transform = fwd._HOOK
-        try:
-            self.last = out = batching.batch_node(data, parents, rule, name, extras)
-        finally:
-            _tensor._transform = None
-        return out
+            return batching.batch_node(data, parents, rule, name, extras)
+        return _with_tangents(fwd, data, parents, rule, name, extras)
+
+
+def _with_tangents(fwd, data, parents, rule, name, extras):
+    """batch_node while forward mode runs (jvp outside or inside vmap). Forward mode made this call with its hook
+    off, to make the node; the tangents are carried on the physical batch instead: each batched input's tangent is
+    put on its physical Tensor, the rule's physical ops run with forward mode's hook on (each op's tangent rule
+    then sees every example, not example 0), and the result's tangent is the physical one's."""
+    for lv in fwd._levels:
+        for p in parents:
+            t = lv.tangents.get(p) if type(p) is BatchedTensor else None
+            if t is not None and p._value not in lv.tangents:
+                lv.tangents[p._value] = _physical_like(t, p)
+    _tensor._transform = fwd._HOOK
+    try:
+        out = batching.batch_node(data, parents, rule, name, extras)
+    finally:
+        _tensor._transform = None
+    for lv in fwd._levels:
+        t = lv.tangents.get(out._value) if type(out) is BatchedTensor else None
+        if t is not None:
+            lv.tangents[out] = wrap(t, out._levels)
+    return out
+
+
+def _physical_like(t, p):
+    """Tangent t of the batched p as a Tensor shaped like p's physical batch."""
+    v = p._value
+    if type(t) is BatchedTensor and t._levels == p._levels:
+        return t._value
+    have = t._levels if type(t) is BatchedTensor else ()
+    a = physical(t).data
+    a = a.reshape(tuple(a.shape[have.index(lv)] if lv in have else 1 for lv in p._levels) + a.shape[len(have):])
+    return Tensor(np.broadcast_to(a, v.shape))
+
+
+def _constants(rule):
+    """The arrays an op's rule is bound with (its gradient rule's, or a kernel's rule's and plain form's)."""
+    out, todo = [], [rule, getattr(rule, "vjp", None), getattr(rule, "reference", None)]
+    for f in todo:
+        for a in getattr(f, "args", ()) if f is not None else ():
+            if isinstance(a, np.ndarray):
+                out.append(a)
+            elif isinstance(a, (tuple, list)):
+                todo.append(_Args(a))
+    return out
+
+
+class _Args:  # (a tuple of constants, walked like a rule's args)
+    def __init__(self, args):
+        self.args = args
 
 
 def _enter(level, size, randomness, fname):
