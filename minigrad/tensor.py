@@ -28,6 +28,9 @@ class Tensor(Interop):
 
     def __init__(self, data, requires_grad=False, dtype=None):
         if isinstance(data, Tensor):
+            if type(data) is not Tensor and hasattr(data, "_levels"):  # vmap's BatchedTensor (func/_batched.py)
+                raise TypeError("Tensor(x) of a batched tensor under vmap would keep one example's values; use x "
+                                "itself, x.detach() or an op")
             data = data.data
         elif isinstance(data, (list, tuple)) and _holds_graph(data):
             raise TypeError("expected a Tensor (or numbers), got a list or tuple holding Tensors that require grad: "
@@ -415,7 +418,7 @@ def tensor(data, requires_grad=False, dtype=None):
     """Build a Tensor from a copy of data (as torch.tensor): arrays and NumPy scalars keep their dtype,
     Python numbers and lists take the default float dtype. See from_numpy for sharing memory."""
     if isinstance(data, Tensor):
-        data = data.data
+        data = Tensor(data).data  # (Tensor() refuses vmap's batched tensor, which would give one example)
     if isinstance(data, np.ndarray):
         data = data.copy()  # so an optimizer step never writes into the caller's array
     return Tensor(data, requires_grad=requires_grad, dtype=dtype)

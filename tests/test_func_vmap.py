@@ -248,6 +248,8 @@ def test_a_data_dependent_shape_is_refused():
 def test_reading_one_example_is_refused():
     with pytest.raises(RuntimeError, match=r"item\(\) of a batched tensor"):
         vmap(lambda t: t * t.sum().item())(mg.tensor(np.ones((3, 2))))
+    with pytest.raises(TypeError, match="would keep one example"):
+        vmap(lambda t: mg.tensor(t) * 2)(mg.tensor(np.ones((3, 2))))
 
 
 def test_no_vmap_state_is_left_behind():
@@ -342,3 +344,21 @@ def test_attention_modules_under_vmap():
         want = np.stack([grad(loss)(params, x[i])[k].data for i in range(3)])
         assert got[k].shape == (3,) + params[k].shape
         np.testing.assert_allclose(got[k].data, want, rtol=1e-10, atol=1e-12)
+
+
+def test_losses_and_embedding_with_per_example_masks():
+    """Losses whose mask depends on the data (huber, smooth L1, KL) and an embedding with a padding row: each
+    example's own mask under vmap, as in the loop."""
+    from minigrad import nn
+    F = mg.functional
+    rng = np.random.default_rng(3)
+    a, b = mg.tensor(rng.standard_normal((4, 5)) * 2), mg.tensor(rng.standard_normal((4, 5)))
+    q = mg.tensor(rng.uniform(0, 1, (4, 5)) * (rng.uniform(0, 1, (4, 5)) > 0.3))
+    for f in (lambda x, y: F.huber_loss(x, y), lambda x, y: F.smooth_l1_loss(x, y, beta=0.7),
+              lambda x, y: F.kl_div(x, y.abs() * 0 + q.data[0], reduction="sum")):
+        _close(vmap(f)(a, b), np.stack([f(a[i], b[i]).data for i in range(4)]))
+    _close(vmap(lambda x, t: F.kl_div(x, t, reduction="sum"))(a, q),
+           np.stack([F.kl_div(a[i], q[i], reduction="sum").data for i in range(4)]))
+    emb = nn.Embedding(6, 3, padding_idx=2).double()
+    idx = mg.tensor(rng.integers(0, 6, (4, 5)))
+    _close(vmap(emb)(idx), np.stack([emb(idx[i]).data for i in range(4)]))

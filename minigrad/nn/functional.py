@@ -279,7 +279,7 @@ def kl_div(input, target, reduction="mean", log_target=False):
         loss = ops.exp(target) * (target - input)
     else:
         # x log x -> 0 as x -> 0 (xlogy), so zero targets add nothing; a negative or NaN target gives NaN (torch)
-        pos = target.data > 0
+        pos = target > 0  # (a tensor comparison: under vmap, each example's own)
         safe = ops.where(pos, target, 1.0)
         loss = ops.where(pos, target * (ops.log(safe) - input), 0.0)
         bad = ~(target.data >= 0)
@@ -312,7 +312,7 @@ def huber_loss(input, target, reduction="mean", delta=1.0):
         raise ValueError(f"huber_loss: delta must be positive, got {delta}")
     d = input - target
     ad = ops.abs(d)
-    small = ad.data < delta
+    small = ad < delta  # (a tensor comparison: under vmap, each example's own)
     return _reduce(ops.where(small, 0.5 * d * d, delta * (ad - 0.5 * delta)), reduction, "huber_loss")
 
 
@@ -325,5 +325,5 @@ def smooth_l1_loss(input, target, reduction="mean", beta=1.0):
     ad = ops.abs(d)
     if beta == 0:
         return _reduce(ad, reduction, "smooth_l1_loss")
-    small = ad.data < beta
+    small = ad < beta
     return _reduce(ops.where(small, (0.5 / beta) * d * d, ad - 0.5 * beta), reduction, "smooth_l1_loss")
