@@ -5,7 +5,7 @@ import pytest
 
 import minigrad as mg
 from minigrad import nn
-from minigrad.func import functional_call
+from minigrad.func import functional_call, stack_module_state
 from helpers import using_dtype
 
 import attention as attn
@@ -260,6 +260,10 @@ def test_tied_weights_take_the_one_value_given_unless_untied():
     np.testing.assert_allclose(functional_call(model, {"embed.weight": w, "head.weight": w2}, (idx,),
                                                tie_weights=False).data, w.data[idx] @ w2.data.T, rtol=1e-13)
     assert model.head.weight is model.embed.weight and type(model.head.weight) is nn.Parameter
+    # strict=True: a tied weight given under one of its names is not missing under the other (as torch)
+    np.testing.assert_allclose(functional_call(model, {"embed.weight": w}, (idx,), strict=True).data, ref, rtol=1e-13)
+    with pytest.raises(KeyError, match=r"missing names \['head.weight'\]"):
+        functional_call(model, {"embed.weight": w}, (idx,), strict=True, tie_weights=False)
 
 
 def test_a_submodule_reachable_by_two_names_is_restored_once():
@@ -290,3 +294,44 @@ def test_a_functional_call_inside_another_on_the_same_module():
     y = functional_call(Twice(), {"probe.w": outer}, (mg.tensor(np.ones(3)),))
     np.testing.assert_array_equal(y.data, np.full(3, 2.0 * 2 + 3.0 * 2))
     assert type(probe.w) is nn.Parameter and np.all(probe.w.data == 1.0)
+
+
+def test_stack_module_state_and_vmap_make_an_ensemble():
+    """torch.func's model ensembling: the M models' parameters stacked, one vmapped call runs them all."""
+    rng = np.random.default_rng(14)
+    models = [mlp(seed) for seed in range(3)]
+    params, buffers = stack_module_state(models)
+    assert list(params) == ["0.weight", "0.bias", "2.weight", "2.bias"] and buffers == {}
+    assert params["0.weight"].shape == (3, 8, 4) and all(p.requires_grad for p in params.values())
+    params["0.bias"].data[0] += 1.0  # new leaves: the models' own parameters do not move
+    assert not np.allclose(params["0.bias"].data[0], models[0][0].bias.data)
+    params["0.bias"].data[0] -= 1.0
+    x = mg.tensor(rng.standard_normal((5, 4)))
+
+    def run(p, b, x):
+        return functional_call(models[0], (p, b), (x,))
+
+    ys = mg.func.vmap(run, in_dims=(0, 0, None))(params, buffers, x)
+    assert ys.shape == (3, 5, 3)
+    for i, m in enumerate(models):
+        np.testing.assert_allclose(ys.data[i], m(x).data, rtol=1e-12, atol=1e-13)
+    ys.sum().backward()  # the stacked leaves get every model's gradient, in its row
+    for i, m in enumerate(models):
+        m(x).sum().backward()
+        for k, p in m.named_parameters():
+            np.testing.assert_allclose(params[k].grad[i], p.grad, rtol=1e-12, atol=1e-13, err_msg=k)
+
+
+def test_stack_module_state_buffers_and_errors():
+    pes = [attn.SinusoidalPositionalEncoding(4, max_len=6) for _ in range(2)]
+    params, buffers = stack_module_state(pes)
+    assert params == {} and buffers["pe"].shape == (2, 6, 4) and not buffers["pe"].requires_grad
+    with pytest.raises(ValueError, match="at least one model"):
+        stack_module_state([])
+    with pytest.raises(TypeError, match="every model must be a Sequential .* model 1 is a Linear"):
+        stack_module_state([mlp(), nn.Linear(4, 3)])
+    with pytest.raises(ValueError, match="model 1 is in eval mode"):
+        stack_module_state([mlp(), mlp().eval()])
+    wide = nn.Sequential(nn.Linear(4, 9), nn.Tanh(), nn.Linear(9, 3))
+    with pytest.raises(ValueError, match=r"model 1 has no '0.weight' of shape \(8, 4\) \(got \(9, 4\)\)"):
+        stack_module_state([mlp(), wide])

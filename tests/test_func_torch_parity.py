@@ -391,3 +391,24 @@ def test_nested_vmap_and_jacfwd_of_jacrev(case):
     dims = tuple([None] * (len(args) - 1) + [0])
     both(lambda L, f, s, a: L.func.vmap(L.func.vmap(f, in_dims=dims), in_dims=dims)(*to(L, args)), case)
     both(lambda L, f, s, a: L.func.jacfwd(L.func.jacrev(s, argnums=0), argnums=0)(*a), case)
+
+
+def test_an_ensemble_by_stack_module_state_and_vmap():
+    """torch.func's model ensembling, both sides: M models' parameters stacked, one vmapped functional_call."""
+    with using_dtype(np.float64):
+        ours = [mg.nn.Sequential(mg.nn.Linear(4, 6), mg.nn.Tanh(), mg.nn.Linear(6, 3)) for _ in range(3)]
+    theirs = [torch.nn.Sequential(torch.nn.Linear(4, 6), torch.nn.Tanh(), torch.nn.Linear(6, 3)).double()
+              for _ in range(3)]
+    for o, t in zip(ours, theirs):
+        t.load_state_dict({n: torch.tensor(v) for n, v in o.state_dict().items()})
+    x = np.random.default_rng(9).standard_normal((5, 4))
+    results = []
+    for L, models in ((MG, ours), (TH, theirs)):
+        params, buffers = L.func.stack_module_state(models)
+        params = {k: L.tensor(numpy(v)) for k, v in params.items()}  # plain inputs for the transforms
+
+        def ensemble(p, L=L, models=models, buffers=buffers):
+            run = L.func.vmap(lambda p, b, x: L.func.functional_call(models[0], (p, b), (x,)), in_dims=(0, 0, None))
+            return run(p, buffers, L.tensor(x))
+        results.append((ensemble(params), L.func.grad(lambda p: (ensemble(p) ** 2).sum())(params)))
+    assert_same(*results, what="ensemble")

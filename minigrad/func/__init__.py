@@ -5,5 +5,5 @@ forward-mode machinery; _pytree.py: the nested tuples, lists and dicts of Tensor
 from ._pytree import tree_flatten, tree_leaves, tree_map, tree_unflatten  # noqa: F401
 from .forward import jacfwd, jvp  # noqa: F401
 from .reverse import grad, grad_and_value, hessian, jacrev, vjp  # noqa: F401
-from .functional_call import functional_call  # noqa: F401
+from .functional_call import functional_call, stack_module_state  # noqa: F401
 from .vmap import vmap  # noqa: F401

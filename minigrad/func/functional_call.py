@@ -1,5 +1,6 @@
 """functional_call: run a Module with other Tensors in place of its parameters and buffers, as
-torch.func.functional_call (torch/_functorch/functional_call.py, torch/nn/utils/stateless.py).
+torch.func.functional_call (torch/_functorch/functional_call.py, torch/nn/utils/stateless.py); and
+stack_module_state, the stacked parameters of M models of one class, for an ensemble under vmap.
 
 A Module holds its parameters as attributes; the transforms (grad, vjp, jvp, vmap) need a *function* of them.
 functional_call is that function: f(params, x) = functional_call(model, params, (x,)). It swaps objects by dotted
@@ -10,7 +11,7 @@ import numpy as np
 
 from ..tensor import Tensor
 
-__all__ = ("functional_call",)
+__all__ = ("functional_call", "stack_module_state")
 
 
 def _merge(params_and_buffers):
@@ -73,6 +74,8 @@ def functional_call(module, params_and_buffers, args=(), kwargs=None, *, tie_wei
     values = _merge(params_and_buffers)
     slots = _slots(module)
     unknown = [k for k in values if k not in slots]
+    if tie_weights and not unknown:
+        values = _untie(slots, values, module)  # (before the strict check: a tied name given once counts for all)
     missing = [k for k in slots if k not in values] if strict else []
     if unknown or missing:
         msg = [f"functional_call on {type(module).__name__}:"]
@@ -86,8 +89,6 @@ def functional_call(module, params_and_buffers, args=(), kwargs=None, *, tie_wei
         if not (isinstance(v, Tensor) or (not is_param and (v is None or isinstance(v, np.ndarray)))):
             raise TypeError(f"functional_call: the value for {'parameter' if is_param else 'buffer'} '{k}' must be "
                             f"a Tensor{'' if is_param else ' or ndarray'}, got {type(v).__name__}")
-    if tie_weights:
-        values = _untie(slots, values, module)
     if not isinstance(args, tuple):
         args = (args,)  # a single argument, as torch
     kwargs = {} if kwargs is None else kwargs
@@ -109,3 +110,36 @@ def functional_call(module, params_and_buffers, args=(), kwargs=None, *, tie_wei
             if is_param:
                 m._parameters[attr] = original
             object.__setattr__(m, attr, original)
+
+
+def stack_module_state(models):
+    """(params, buffers): dicts by dotted name of the M models' parameters (and buffers) stacked on a new first dim
+    (M, ...), as torch.func.stack_module_state; the parameters are new leaves that require grad, so
+    vmap(lambda p, b, x: functional_call(models[0], (p, b), (x,)), in_dims=(0, 0, None)) is the ensemble."""
+    models = list(models)
+    if not models:
+        raise ValueError("stack_module_state: expected at least one model, got none")
+    kind = type(models[0])
+    for i, m in enumerate(models):
+        if type(m) is not kind:
+            raise TypeError(f"stack_module_state: every model must be a {kind.__name__} (one class), "
+                            f"model {i} is a {type(m).__name__}")
+        if m.training != models[0].training:
+            raise ValueError(f"stack_module_state: model {i} is in {'training' if m.training else 'eval'} mode, "
+                             f"model 0 is not; put them in one mode")
+    named = [dict(m.named_parameters()) for m in models]
+    buffers = [{n: getattr(mod, a) for n, (mod, a, is_p) in _slots(m).items() if not is_p} for m in models]
+    out = []
+    for dicts, grad in ((named, True), (buffers, False)):
+        stacked = {}
+        for k in (k for k in dicts[0] if dicts[0][k] is not None):  # (a buffer set to None has nothing to stack)
+            arrays = []
+            for i, d in enumerate(dicts):
+                v = d.get(k)
+                if v is None or np.shape(v) != np.shape(dicts[0][k]):
+                    raise ValueError(f"stack_module_state: model {i} has no '{k}' of shape "
+                                     f"{np.shape(dicts[0][k])} (got {None if v is None else np.shape(v)})")
+                arrays.append(np.asarray(v.data if isinstance(v, Tensor) else v))
+            stacked[k] = Tensor(np.stack(arrays), requires_grad=grad)  # a copy: new leaves, not the models' own
+        out.append(stacked)
+    return out[0], out[1]
