@@ -189,7 +189,7 @@ def gather(a, axis, index):
     return make_node(a.data[where], (a,), None, "gather", vjp=partial(_gather_vjp, where))
 
 
-@saves()
+@saves(forward=lambda where, x: x[where])  # (minigrad.compile's replay: the read, at this call's indices)
 def _gather_vjp(where, g, out, x):  # g back at the places each entry came from (repeats add up)
     return (_scatter(g, where, x.shape, True),)
 
