@@ -142,7 +142,10 @@ class Recorder:
             self.key.append(("array", op, value.dtype.str, value.shape, value.tobytes()))
             return self.obj(value, "C")
         if isinstance(value, Tensor):
-            v = self.var.get(id(value.data))
+            d = value.data
+            v = self.var.get(id(d))
+            if v is None and d.base is not None and id(d.base) in self.anchor:  # a view of a known array
+                v = self.const(d, op)
             if v is not None:
                 return f"{self.obj(Tensor)}({v})"
             self.key.append(("tensor", op, value.dtype.str, value.shape, value.data.tobytes()))

@@ -227,13 +227,18 @@ def pad(a, pad_width, value=0.0):
                          f"shape {a.shape}; got {pad_width}") from None
     if (pw < 0).any():
         raise ValueError(f"pad: widths must be non-negative, got {pad_width}")
-    out = np.pad(a.data, pw, constant_values=value)
-    crop = tuple(slice(int(b), int(b) + n) for (b, _), n in zip(pw, a.shape))
-    return make_node(out, (a,), None, "pad", vjp=partial(_pad_vjp, crop))
+    widths = tuple((int(b), int(e)) for b, e in pw)
+    out = _pad_forward(None, widths, value, a.data)
+    crop = tuple(slice(b, b + n) for (b, _), n in zip(widths, a.shape))
+    return make_node(out, (a,), None, "pad", vjp=partial(_pad_vjp, crop, widths, value))
 
 
-@saves()
-def _pad_vjp(crop, g, out, x):  # the gradient of the border is dropped
+def _pad_forward(crop, widths, value, x):
+    return np.pad(x, widths, constant_values=value)
+
+
+@saves(forward=_pad_forward)  # (widths and value are bound for the forward alone: minigrad.compile's replay)
+def _pad_vjp(crop, widths, value, g, out, x):  # the gradient of the border is dropped
     return (g[crop],)
 
 
