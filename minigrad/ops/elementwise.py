@@ -40,7 +40,15 @@ def exp(a):
     return make_node(np.exp(floating(a.data)), (a,), None, "exp", vjp=_exp_vjp)
 
 
-@saves("inputs")
+def _log_forward(x):
+    x = floating(x)
+    if x.size and x.min() < 0:
+        raise ValueError(f"log: input has negative entries (min {x.min()}), whose log is NaN")
+    with np.errstate(divide="ignore"):  # log(0) = -inf, as in NumPy and PyTorch
+        return np.log(x)
+
+
+@saves("inputs", forward=_log_forward)
 def _log_vjp(g, out, x):  # d log x = 1 / x
     return (g / x,)
 
@@ -48,12 +56,7 @@ def _log_vjp(g, out, x):  # d log x = 1 / x
 def log(a):
     """Elementwise natural log (log 0 = -inf; a negative entry is an error); backward: g / x."""
     a = as_tensor(a)
-    x = floating(a.data)
-    if x.size and x.min() < 0:
-        raise ValueError(f"log: input has negative entries (min {x.min()}), whose log is NaN")
-    with np.errstate(divide="ignore"):  # log(0) = -inf, as in NumPy and PyTorch
-        out = np.log(x)
-    return make_node(out, (a,), None, "log", vjp=_log_vjp)
+    return make_node(_log_forward(a.data), (a,), None, "log", vjp=_log_vjp)
 
 
 @saves("out")
