@@ -65,9 +65,9 @@ def test_glimpse_hard_trainer_is_bitwise_equal_compiled_and_eager(baseline):
     _assert_same(net_e.parameters(), net_c.parameters(), tr_e.history, tr_c.history)
 
 
-@pytest.mark.parametrize("where,reward", [("learned", "correct"), ("learned", "prob"), ("random", "correct"),
-                                          ("center", "correct")])
-def test_ram_trainers_are_bitwise_equal_compiled_and_eager_with_a_std_schedule(where, reward):
+@pytest.mark.parametrize("where,reward,loc_net", [("learned", "correct", "spatial"), ("learned", "prob", "mlp"),
+                                                  ("random", "correct", "spatial"), ("center", "correct", "mlp")])
+def test_ram_trainers_are_bitwise_equal_compiled_and_eager_with_a_std_schedule(where, reward, loc_net):
     """The std schedule changes net.std before every step: the replay reads it each time (a frozen std would
     make the parameters differ after the first replay)."""
     ram = _example("ram")
@@ -77,7 +77,7 @@ def test_ram_trainers_are_bitwise_equal_compiled_and_eager_with_a_std_schedule(w
     runs = []
     for c in (False, True):
         mg.manual_seed(0)
-        net = RecurrentAttentionModel(task.num_classes, glimpses=3, where=where)
+        net = RecurrentAttentionModel(task.num_classes, glimpses=3, where=where, loc_net=loc_net)
         trainer, _ = ram.train(where, net, task, 5, 8, np.random.default_rng(0), reward=reward, std_start=0.6,
                                compile=c)
         runs.append((net, trainer))
