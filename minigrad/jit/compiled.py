@@ -175,17 +175,18 @@ class _Variant:
         exec(builtins.compile(guard_src, f"<minigrad guard of {fn_name}>", "exec"), ns)
         self.guard = ns["guard"]
         self.tapes = None
-        self.fast = _fast(self.key, guard_src, self.replay, fn_name)
+        self.fast = _fast(self.key, guard_src, self.source, self.replay, fn_name)
 
 
 _MISS = object()  # what a variant's fast entry returns when its checks fail (the call then takes the long way)
 
 
-def _fast(key, guard_src, replay, fn_name):
+def _fast(key, guard_src, tape_src, replay, fn_name):
     """For a variant whose arguments are all Tensors or arrays: one function that checks what the call's key and
-    the guard would (the same facts, written out as comparisons, so no key is built or hashed) and replays, or
-    returns _MISS. A miss is never wrong: the call then builds its key and looks the variant up as usual."""
-    checks = [f"GM.enabled is {key[1]}"]
+    the guard would (the same facts, written out as comparisons, so no key is built or hashed), then runs the
+    tape's lines, or returns _MISS. A miss is never wrong: the call then builds its key and looks the variant up
+    as usual. (trace() and detect_anomaly() install a tracer: a miss too, so that they see the eager ops.)"""
+    checks = [f"GM.enabled is {key[1]} and TM._tracer is None"]
     args = []
     for i, k in enumerate(key[0]):
         if type(k) is not tuple or len(k) not in (4, 6) or type(k[0]) is not tuple:
@@ -200,10 +201,11 @@ def _fast(key, guard_src, replay, fn_name):
                       f"{d}.base is {'' if k[3] else 'not '}None")
         if len(k) == 6:
             checks.append(f"{a}.requires_grad is {k[4]} and {a}._backward is {'' if k[5] else 'not '}None")
-    body = guard_src.split("return (", 1)[1].rsplit(")", 1)[0]
-    src = (f"def fast({', '.join(args)}):\n    if (" + "\n            and ".join(checks)
-           + f"\n            and {body}):\n        return tape({', '.join(args)})\n    return MISS\n")
-    ns = dict(replay.__globals__, GM=_gm._grad_mode, T=Tensor, A=np.ndarray, MISS=_MISS, tape=replay)
+    guard = guard_src.split("return (", 1)[1].rsplit(")", 1)[0]
+    body = tape_src.split("\n", 1)[1]  # the tape's lines, after its def line
+    src = (f"def fast({', '.join(args)}):\n    if not (" + "\n            and ".join(checks)
+           + f"\n            and {guard}):\n        return MISS\n{body}")
+    ns = dict(replay.__globals__, GM=_gm._grad_mode, TM=_tensor, T=Tensor, A=np.ndarray, MISS=_MISS)
     ns.update({f"DT{i}": k[1] for i, k in enumerate(key[0])})
     exec(builtins.compile(src, f"<minigrad fast entry of {fn_name}>", "exec"), ns)
     return ns["fast"]
@@ -258,13 +260,13 @@ class Compiled:
         warnings.warn(f"compile({self.__name__}): running eagerly: {why}", CompileWarning, stacklevel=3)
 
     def __call__(self, *args, **kwargs):
-        if not self.enabled or _tensor._tracer is not None:  # trace()/detect_anomaly() watch the eager ops
-            return self.fn(*args, **kwargs)
-        if len(args) == self._fast_n and not kwargs:  # the variant replayed last, if this call fits it
+        if len(args) == self._fast_n and not kwargs and self.enabled:  # the variant replayed last, if it fits
             out = self._fast(*args)
             if out is not _MISS:
                 self.replays += 1
                 return out
+        if not self.enabled or _tensor._tracer is not None:  # trace()/detect_anomaly() watch the eager ops
+            return self.fn(*args, **kwargs)
         if not kwargs:  # the common call, Tensors and arrays only: its key without _flatten's generality
             key = []
             for a in args:
