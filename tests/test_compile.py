@@ -216,10 +216,19 @@ def test_the_replay_shortcut_checks_what_the_key_and_the_guard_check():
         compiled(x, y)  # run eagerly (a replay would have run its backward)
     compiled(x, y)  # the first variant again: replayed
     assert compiled.replays == 2
+    with mg.trace(print_on_exit=False):  # a tracer installed: the plain function runs, for it to see
+        compiled(x, y)
+    assert compiled.replays == 2
+    compiled.enabled = False
+    compiled(x, y)
+    assert compiled.replays == 2
+    compiled.enabled = True
+    compiled(x, y)
+    assert compiled.replays == 3
     params[0][1].data = np.zeros((5, 7), np.float32)  # a parameter's new shape: the guard fails, eager runs
     with pytest.raises(ValueError, match="linear"):
         compiled(x, y)
-    assert compiled.replays == 2
+    assert compiled.replays == 3
 
 
 def test_lr_schedule_changes_the_replayed_step():
