@@ -28,6 +28,7 @@ Writes its PNG figures, metrics.json (its headline numbers), section.md and head
 from common import Progress, Report, parse_args, pyplot
 
 import argparse
+import multiprocessing
 import time
 
 import numpy as np
@@ -82,6 +83,8 @@ def add_flags(p):
                                                           "(default: a 4x4 grid of patches)")
     p.add_argument("--lr", type=float, default=2e-3)
     p.add_argument("--test-size", type=int, default=None, help="held-out glyphs or canvases (default 2,000)")
+    p.add_argument("--jobs", type=int, default=1, help="processes training the runs (default 1; 2 uses both cores "
+                                                       "of a 2-core machine); the results do not depend on it")
     p.add_argument("--highres", default=None, help="an earlier run's metrics.json whose high-resolution rows to draw "
                                                    "instead of measuring; 'skip' leaves the part out")
 
@@ -186,6 +189,38 @@ def train(name, seed, data, steps, args, curve_points=10):
     cpu = train_cpu + time.process_time() - t0
     return {"accuracy": acc, "cpu_seconds": cpu, "ms_per_step": 1000 * train_cpu / steps,
             "parameters": count_parameters(model), "curve": curve, "model": model}
+
+
+_JOB = {}  # (data, steps, args) for the worker processes, inherited through fork
+
+
+def _train_job(job):
+    """One (model, seed) run in a worker: its result with the model's state dict in place of the model."""
+    name, seed = job
+    r = train(name, seed, *_JOB["work"])
+    model = r.pop("model")
+    r["state"] = model.state_dict()
+    return r
+
+
+def run_all(models, seeds, data, steps, args):
+    """Every model x seed, one after another or in `args.jobs` forked processes -> {model: [result per seed]}."""
+    work = [(name, args.seed + s) for name in models for s in range(seeds)]
+    if args.jobs > 1 and "fork" in multiprocessing.get_all_start_methods():  # no fork (Windows): one process
+        _JOB["work"] = (data, steps, args)
+        with multiprocessing.get_context("fork").Pool(min(args.jobs, len(work))) as pool:
+            results = pool.map(_train_job, work, chunksize=1)
+        for (name, _), r in zip(work, results):  # the models back from their state dicts (for the figures)
+            r["model"] = make_model(name, data.side, data.num_classes, args.patch, args.stem == "conv")
+            r["model"].load_state_dict(r.pop("state"))
+    else:
+        results = [train(name, seed, data, steps, args) for name, seed in work]
+    runs = {name: [] for name in models}
+    for (name, seed), r in zip(work, results):
+        print(f"{name} seed {seed}: accuracy {r['accuracy']:.4f}, {r['cpu_seconds']:.0f} CPU-s, "
+              f"{r['ms_per_step']:.1f} ms/step", flush=True)
+        runs[name].append(r)
+    return runs
 
 
 def summarise(runs, models):
@@ -313,14 +348,7 @@ def main():
         raise SystemExit(f"vision.py: --stem conv needs an image side that is a multiple of 4, got {data.side}")
     report = Report(args, "vision", claim="attention classifies images as well as a small conv net")
     print(f"data: {what}; {data.num_classes} classes; models {models}; {seeds} seed(s) x {steps} steps", flush=True)
-    runs = {}
-    for name in models:
-        runs[name] = []
-        for s in range(seeds):
-            r = train(name, args.seed + s, data, steps, args)
-            print(f"{name} seed {args.seed + s}: accuracy {r['accuracy']:.4f}, {r['cpu_seconds']:.0f} CPU-s, "
-                  f"{r['ms_per_step']:.1f} ms/step", flush=True)
-            runs[name].append(r)
+    runs = run_all(models, seeds, data, steps, args)
     rows = summarise(runs, models)
     tokens = ("a conv stem's 8x8 feature map (the conv net's first two layers), each cell a token" if args.stem == "conv"
               else f"patches of {args.patch or data.side // 4}")
