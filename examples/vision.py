@@ -43,7 +43,8 @@ MODELS = ["conv", "vit_cls", "vit_mean", "swin", "na"]
 ATTENTION = MODELS[1:]
 TARGET, GAP, CPU_BUDGET = 0.90, 0.03, 180.0
 GLYPH_BANK = 10000  # --plain: built-in glyphs drawn once for training (the objects' 50 epochs cost as many steps)
-STEPS_CANVASES, WARMUP = 1000, 0.1  # canvases: steps per run; the warm-up's share of them
+STEPS_CANVASES, WARMUP = 1250, 0.1  # canvases: steps per run; the warm-up's share of them
+NA_DEPTH_STEM = 3  # the neighbourhood net's blocks on the stem's grid: 4 would cost ~175 CPU-s a run, over budget
 
 
 def objects_arg(value):
@@ -136,7 +137,8 @@ class OnCanvases:
 def make_model(name, side, num_classes, patch=None, stem=False):
     """The five models. The attention models: with `stem`, on the conv stem's grid (side / 4: 8x8 on 32x32
     canvases); otherwise on a 4x4 grid of patches (patch 2 on 8x8 objects, 8 on 32x32 canvases) unless `patch`
-    says otherwise. Swin-lite's window is half the grid."""
+    says otherwise. Swin-lite's window is half the grid; the neighbourhood net has NA_DEPTH_STEM blocks
+    on the stem (its kernel costs the most per block at this size), 4 on patches."""
     patch = 1 if stem else patch or side // 4
     window = (side // 4 if stem else side // patch) // 2
     if name == "conv":
@@ -145,7 +147,7 @@ def make_model(name, side, num_classes, patch=None, stem=False):
         return ViT(side, patch, num_classes, pool=name[4:], stem=stem)
     if name == "swin":
         return SwinLite(side, patch, num_classes, window=window, stem=stem)
-    return na_net(side, patch, num_classes, kernel=3, stem=stem)
+    return na_net(side, patch, num_classes, depth=NA_DEPTH_STEM if stem else 4, kernel=3, stem=stem)
 
 
 # ---------------------------------------------------------------- training
