@@ -205,22 +205,29 @@ def _train_job(job):
     return r
 
 
+def _report(name, seed, r):
+    print(f"{name} seed {seed}: accuracy {r['accuracy']:.4f}, {r['cpu_seconds']:.0f} CPU-s, "
+          f"{r['ms_per_step']:.1f} ms/step", flush=True)
+    return r
+
+
 def run_all(models, seeds, data, steps, args):
-    """Every model x seed, one after another or in `args.jobs` forked processes -> {model: [result per seed]}."""
+    """Every model x seed, one after another or in `args.jobs` forked processes -> {model: [result per seed]};
+    each run's line is printed as it ends."""
     work = [(name, args.seed + s) for name in models for s in range(seeds)]
     if args.jobs > 1 and "fork" in multiprocessing.get_all_start_methods():  # no fork (Windows): one process
         _JOB["work"] = (data, steps, args)
+        results = []
         with multiprocessing.get_context("fork").Pool(min(args.jobs, len(work))) as pool:
-            results = pool.map(_train_job, work, chunksize=1)
-        for (name, _), r in zip(work, results):  # the models back from their state dicts (for the figures)
-            r["model"] = make_model(name, data.side, data.num_classes, args.patch, args.stem == "conv")
-            r["model"].load_state_dict(r.pop("state"))
+            for (name, seed), r in zip(work, pool.imap(_train_job, work, chunksize=1)):
+                # the model back from its state dict (for the figures)
+                r["model"] = make_model(name, data.side, data.num_classes, args.patch, args.stem == "conv")
+                r["model"].load_state_dict(r.pop("state"))
+                results.append(_report(name, seed, r))
     else:
-        results = [train(name, seed, data, steps, args) for name, seed in work]
+        results = [_report(name, seed, train(name, seed, data, steps, args)) for name, seed in work]
     runs = {name: [] for name in models}
-    for (name, seed), r in zip(work, results):
-        print(f"{name} seed {seed}: accuracy {r['accuracy']:.4f}, {r['cpu_seconds']:.0f} CPU-s, "
-              f"{r['ms_per_step']:.1f} ms/step", flush=True)
+    for (name, _), r in zip(work, results):
         runs[name].append(r)
     return runs
 
