@@ -325,10 +325,11 @@ def attention_figure(runs, data):
 
 def main():
     args = parse_args("E16: image classification with attention (conv, ViT cls/mean, Swin-lite, neighbourhood "
-                      "attention), 3 seeds each, and the cost of one attention layer as the image grows. Over the "
-                      "5-minute budget: the default run costs 391 CPU-s and 2180 s of wall time on a 2-core machine "
-                      "shared with other jobs (timed on 2026-12-04 at a load of 9 to 15, docs/examples/README.md); "
-                      "each of its 15 training runs takes at most 37 CPU-s; --quick takes about 40 CPU-s.",
+                      "attention, the attention models on a conv stem) on cluttered canvases, 3 seeds each, and the "
+                      "cost of one attention layer as the image grows. Over the 5-minute budget: the default run "
+                      "costs 1853 CPU-s and 3094 s of wall time on a 2-core machine shared with other jobs (timed "
+                      "with --jobs 2 on 2026-12-05 at a load of 4 to 10, docs/examples/README.md); each of its 15 "
+                      "training runs takes at most 151 CPU-s; --quick (the plain glyphs) takes about 40 CPU-s.",
                       "vision", extra=add_flags)
     quick = args.quick
     models = args.models or MODELS
