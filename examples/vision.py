@@ -5,7 +5,7 @@ each trained from 3 seeds: a ViT (Dosovitskiy et al. 2021) read from a cls token
 
 Data (one of):
   canvases (default)  32x32 cluttered canvases (E9's): one 8x8 object at a random place and four 4x4 clutter
-                      fragments; fresh training canvases every step (STEPS_CANVASES steps), a fixed test set of
+                      fragments; fresh training canvases every step (1,250 steps), a fixed test set of
                       2,000 drawn from held-out objects. The objects: built-in glyphs (attention/tasks/canvases.py),
                       scikit-learn's digits (`--objects digits`, needs scikit-learn) or your own .npz
                       (`--objects FILE.npz`, as glimpse.py takes it). The attention models are hybrids here: a conv
@@ -16,16 +16,17 @@ Data (one of):
                       2,000 held out, 1,250 steps), or the objects split once 80/20 (the split of scikit-learn's
                       train_test_split(test_size=0.2, random_state=0)), 50 epochs; patches of 2 (a 4x4 grid),
                       a constant learning rate.
---quick: the canvases, 300 steps, one seed.
+--quick: the plain glyphs, 250 steps, one seed (a canvas run costs about 0.1 CPU-s a step a model).
 Every model: Adam, batch 64; the reported accuracy is the final model's on the held-out split (no early stopping).
 Then the high-resolution part: time and peak memory of one attention layer (forward + backward) as the token grid
 grows from 32 to 256 a side, global against window and neighbourhood attention (examples/highres.py; --highres FILE
 draws the rows of an earlier run's metrics.json instead of measuring, --highres skip leaves the part out).
 
 python examples/vision.py [--quick] [--seed N] [--out DIR] [--objects FILE.npz|digits] [--plain] [--stem S]
+                          [--jobs N]
 Writes its PNG figures, metrics.json (its headline numbers), section.md and headline.json under --out.
 """
-from common import Progress, Report, parse_args, pyplot
+from common import Progress, Report, parse_args, positive_int, pyplot
 
 import argparse
 import multiprocessing
@@ -84,7 +85,7 @@ def add_flags(p):
                                                           "(default: a 4x4 grid of patches)")
     p.add_argument("--lr", type=float, default=2e-3)
     p.add_argument("--test-size", type=int, default=None, help="held-out glyphs or canvases (default 2,000)")
-    p.add_argument("--jobs", type=int, default=1, help="processes training the runs (default 1; 2 uses both cores "
+    p.add_argument("--jobs", type=positive_int, default=1, help="processes training the runs (default 1; 2 uses both cores "
                                                        "of a 2-core machine); the results do not depend on it")
     p.add_argument("--highres", default=None, help="an earlier run's metrics.json whose high-resolution rows to draw "
                                                    "instead of measuring; 'skip' leaves the part out")
@@ -354,8 +355,9 @@ def main():
         what = (f"32x32 canvases with 4 clutter fragments, {'built-in glyphs' if args.objects is None else 'your objects'}"
                 f"; fixed test set of {test_size}")
         steps = args.steps or STEPS_CANVASES
-    if args.stem == "conv" and data.side % 4:
-        raise SystemExit(f"vision.py: --stem conv needs an image side that is a multiple of 4, got {data.side}")
+    if args.stem == "conv" and (data.side % 4 or data.side < 16):  # its grid is side / 4: at least 4x4
+        raise SystemExit(f"vision.py: --stem conv needs images of side >= 16 and a multiple of 4 (the stem's grid is "
+                         f"side / 4), got {data.side}x{data.side}; use --stem patch")
     report = Report(args, "vision", claim="attention classifies images as well as a small conv net")
     print(f"data: {what}; {data.num_classes} classes; models {models}; {seeds} seed(s) x {steps} steps", flush=True)
     runs = run_all(models, seeds, data, steps, args)

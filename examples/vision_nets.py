@@ -2,7 +2,8 @@
 token grid is global, windowed (Swin's W-MSA and, shifted, SW-MSA) or a clamped neighbourhood (NATTEN's), one
 pattern switch for all four. E16's classifiers, built from the library's modules (attention.VisionTransformer,
 SwinBlock, PatchMerging, NeighborhoodAttention2d, PatchEmbedding; nn.Conv2d): a small conv net, a ViT with a cls
-token or mean pooling, a Swin-lite with patch merging, a neighbourhood-attention net.
+token or mean pooling, a Swin-lite with patch merging, a neighbourhood-attention net; on 32x32 canvases
+the attention models are hybrids on ConvStem's 8x8 grid (the conv net's first two layers).
 
 The layers run the kernels (attention.window_attention_2d, attention.neighborhood_attention_2d: O(h*w*window)
 memory); the boolean (h*w, h*w) mask that defines each pattern (`pattern_mask`) gives the figures one query's

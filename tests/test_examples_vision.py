@@ -121,6 +121,10 @@ def test_vision_plain_objects_split_and_bad_input(tmp_path):
     r = run_example("vision", "--objects", bad, "--out", str(tmp_path / "never"))
     assert r.returncode == 2 and "missing key 'labels'" in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "never").exists()
+    r = run_example("vision", "--plain", "--objects", path, "--stem", "conv", "--models", "na", "--steps", "1",
+                    "--highres", "skip", "--out", str(tmp_path / "s"))        # 8x8 objects: no conv stem
+    assert r.returncode != 0 and "--stem conv needs images of side >= 16" in r.stderr
+    assert "Traceback" not in r.stderr
 
 
 def test_plain_split_is_scikit_learns():
