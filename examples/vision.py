@@ -45,7 +45,7 @@ ATTENTION = MODELS[1:]
 TARGET, GAP, CPU_BUDGET = 0.90, 0.03, 180.0
 GLYPH_BANK = 10000  # --plain: built-in glyphs drawn once for training (the objects' 50 epochs cost as many steps)
 STEPS_CANVASES, WARMUP = 1250, 0.1  # canvases: steps per run; the warm-up's share of them
-NA_DEPTH_STEM = 3  # the neighbourhood net's blocks on the stem's grid: 4 would cost ~175 CPU-s a run, over budget
+NA_DEPTH_STEM = 3  # the neighbourhood net's blocks on the stem's grid: 4 would cost ~185 CPU-s a run (over budget)
 
 
 def objects_arg(value):
