@@ -36,7 +36,8 @@ EXAMPLES = [
     ("sparse_patterns", "Sparse Transformer patterns: O(L sqrt L) pairs; strided suits periodic data"),
     ("long_attention", "memory-efficient attention is exact (1e-12) in O(L * chunk) memory"),
     ("grid_reach", "2-D local attention: a corner token sees as far as its windows or neighbourhoods reach (E15)"),
-    ("vision", "ViT, Swin-lite and neighbourhood attention classify images as well as a small conv net (E16)"),
+    ("vision", "ViT, Swin-lite and neighbourhood attention (on a conv stem) name the glyph on cluttered canvases as "
+               "well as a small conv net (E16)"),
     ("pointer", "hard attention reads one cell and learns where by REINFORCE; soft attention reads all cells"),
     ("glimpse", "hard attention reads one glimpse of a cluttered canvas where a learned policy looks; soft reads every "
                 "patch; DRAW and spatial-transformer readers, in between, learn where by gradient descent"),

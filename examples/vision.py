@@ -4,26 +4,32 @@ each trained from 3 seeds: a ViT (Dosovitskiy et al. 2021) read from a cls token
 2023: each token attends its clamped 3x3 neighbourhood).
 
 Data (one of):
-  plain (default)     8x8 objects classified as they are: built-in glyphs (attention/tasks/canvases.py; 10,000
-                      drawn once for training, 2,000 held out, 1,250 steps), or scikit-learn's digits
-                      (`--objects digits`, needs scikit-learn) or your own .npz (`--objects FILE.npz`, as glimpse.py
-                      takes it), split once 80/20 (the split of scikit-learn's train_test_split(test_size=0.2,
-                      random_state=0)), 50 epochs.
-  --canvases          32x32 cluttered canvases (E9's): one object at a random place and four 4x4 clutter
-                      fragments; fresh training canvases every step (2,000 steps), a fixed test set of 2,000 drawn
-                      from held-out objects.
---quick: the plain glyphs, 250 steps, one seed.
+  canvases (default)  32x32 cluttered canvases (E9's): one 8x8 object at a random place and four 4x4 clutter
+                      fragments; fresh training canvases every step (1,250 steps), a fixed test set of
+                      2,000 drawn from held-out objects. The objects: built-in glyphs (attention/tasks/canvases.py),
+                      scikit-learn's digits (`--objects digits`, needs scikit-learn) or your own .npz
+                      (`--objects FILE.npz`, as glimpse.py takes it). The attention models are hybrids here: a conv
+                      stem (the conv net's first two layers) turns the canvas into an 8x8 grid of 64 tokens
+                      (`--stem patch`: plain 8x8 patches instead); the learning rate warms up over the first 10%
+                      of the steps, then follows a cosine to 0.
+  --plain             the 8x8 objects classified as they are: built-in glyphs (10,000 drawn once for training,
+                      2,000 held out, 1,250 steps), or the objects split once 80/20 (the split of scikit-learn's
+                      train_test_split(test_size=0.2, random_state=0)), 50 epochs; patches of 2 (a 4x4 grid),
+                      a constant learning rate.
+--quick: the plain glyphs, 250 steps, one seed (a canvas run costs about 0.1 CPU-s a step a model).
 Every model: Adam, batch 64; the reported accuracy is the final model's on the held-out split (no early stopping).
 Then the high-resolution part: time and peak memory of one attention layer (forward + backward) as the token grid
 grows from 32 to 256 a side, global against window and neighbourhood attention (examples/highres.py; --highres FILE
 draws the rows of an earlier run's metrics.json instead of measuring, --highres skip leaves the part out).
 
-python examples/vision.py [--quick] [--seed N] [--out DIR] [--objects FILE.npz|digits] [--canvases]
+python examples/vision.py [--quick] [--seed N] [--out DIR] [--objects FILE.npz|digits] [--plain] [--stem S]
+                          [--jobs N]
 Writes its PNG figures, metrics.json (its headline numbers), section.md and headline.json under --out.
 """
-from common import Progress, Report, parse_args, pyplot
+from common import Progress, Report, parse_args, positive_int, pyplot
 
 import argparse
+import multiprocessing
 import time
 
 import numpy as np
@@ -37,7 +43,9 @@ import highres
 MODELS = ["conv", "vit_cls", "vit_mean", "swin", "na"]
 ATTENTION = MODELS[1:]
 TARGET, GAP, CPU_BUDGET = 0.90, 0.03, 180.0
-GLYPH_BANK = 10000  # built-in glyphs drawn once for training (the objects' 50 epochs cost as many steps: 1,250)  # every attention model >= 0.90, within 3 points of conv, <= 3 CPU-min
+GLYPH_BANK = 10000  # --plain: built-in glyphs drawn once for training (the objects' 50 epochs cost as many steps)
+STEPS_CANVASES, WARMUP = 1250, 0.1  # canvases: steps per run; the warm-up's share of them
+NA_DEPTH_STEM = 3  # the neighbourhood net's blocks on the stem's grid: 4 would cost ~185 CPU-s a run (over budget)
 
 
 def objects_arg(value):
@@ -60,17 +68,25 @@ def add_flags(p):
     p.add_argument("--objects", type=objects_arg, default=None,
                    help="'digits' (scikit-learn's, needs it installed) or an .npz with 'images' (N, h, w) in [0, 1], "
                         "h, w <= 8, and integer 'labels' (N,)")
-    p.add_argument("--canvases", action="store_true", help="put the objects on 32x32 cluttered canvases (E9's) "
-                                                             "instead of classifying them as they are")
+    p.add_argument("--plain", action="store_true", help="classify the 8x8 objects as they are instead of on 32x32 "
+                                                          "cluttered canvases (E9's)")
+    p.add_argument("--stem", choices=["conv", "patch"], default=None,
+                   help="the attention models' tokens: 'conv', the cells of a conv stem's 8x8 feature map (the "
+                        "canvases' default), or 'patch', linear patches (--plain's default)")
+    p.add_argument("--schedule", choices=["cosine", "constant"], default=None,
+                   help="learning rate: a 10%% warm-up then a cosine to 0 (the canvases' default) or constant "
+                        "(--plain's default)")
     p.add_argument("--models", nargs="+", default=None, choices=MODELS, help="which models (default: all five)")
     p.add_argument("--seeds", type=int, default=None, help="seeds per model (default 3; --quick 1)")
-    p.add_argument("--steps", type=int, default=None, help="training steps per run (default: glyphs 1,250, "
-                                                           "objects 50 epochs, --canvases 2,000)")
+    p.add_argument("--steps", type=int, default=None, help=f"training steps per run (default: canvases "
+                   f"{STEPS_CANVASES:,}; --plain: glyphs 1,250, objects 50 epochs)")
     p.add_argument("--batch", type=int, default=64)
-    p.add_argument("--patch", type=int, default=None, help="patch side of the attention models (default: a 4x4 "
-                                                          "grid of patches)")
+    p.add_argument("--patch", type=int, default=None, help="patch side of the attention models with --stem patch "
+                                                          "(default: a 4x4 grid of patches)")
     p.add_argument("--lr", type=float, default=2e-3)
     p.add_argument("--test-size", type=int, default=None, help="held-out glyphs or canvases (default 2,000)")
+    p.add_argument("--jobs", type=positive_int, default=1, help="processes training the runs (default 1; 2 uses both cores "
+                                                       "of a 2-core machine); the results do not depend on it")
     p.add_argument("--highres", default=None, help="an earlier run's metrics.json whose high-resolution rows to draw "
                                                    "instead of measuring; 'skip' leaves the part out")
 
@@ -119,18 +135,20 @@ class OnCanvases:
             yield x, y
 
 
-def make_model(name, side, num_classes, patch=None):
-    """The five models; the attention models on a 4x4 grid of patches (patch 2 on 8x8 objects, 8 on 32x32
-    canvases) unless `patch` says otherwise; Swin-lite's window is half the grid."""
-    patch = patch or side // 4
-    window = side // patch // 2
+def make_model(name, side, num_classes, patch=None, stem=False):
+    """The five models. The attention models: with `stem`, on the conv stem's grid (side / 4: 8x8 on 32x32
+    canvases); otherwise on a 4x4 grid of patches (patch 2 on 8x8 objects, 8 on 32x32 canvases) unless `patch`
+    says otherwise. Swin-lite's window is half the grid; the neighbourhood net has NA_DEPTH_STEM blocks
+    on the stem (its kernel costs the most per block at this size), 4 on patches."""
+    patch = 1 if stem else patch or side // 4
+    window = (side // 4 if stem else side // patch) // 2
     if name == "conv":
         return ConvNet(side, num_classes)
     if name in ("vit_cls", "vit_mean"):
-        return ViT(side, patch, num_classes, pool=name[4:])
+        return ViT(side, patch, num_classes, pool=name[4:], stem=stem)
     if name == "swin":
-        return SwinLite(side, patch, num_classes, window=window)
-    return na_net(side, patch, num_classes, kernel=3)
+        return SwinLite(side, patch, num_classes, window=window, stem=stem)
+    return na_net(side, patch, num_classes, depth=NA_DEPTH_STEM if stem else 4, kernel=3, stem=stem)
 
 
 # ---------------------------------------------------------------- training
@@ -146,8 +164,11 @@ def train(name, seed, data, steps, args, curve_points=10):
     """One run: -> dict(accuracy, cpu_seconds, ms_per_step, parameters, curve (steps, test accuracy))."""
     mg.manual_seed(1000 * seed + MODELS.index(name))
     rng = np.random.default_rng([seed, MODELS.index(name)])
-    model = make_model(name, data.side, data.num_classes, args.patch)
+    model = make_model(name, data.side, data.num_classes, args.patch, args.stem == "conv")
     opt = optim.Adam(model.parameters(), lr=args.lr)
+    schedule = None
+    if args.schedule == "cosine":  # the transformers need the warm-up: at 2e-3 from step 1 they can stall at chance
+        schedule = optim.lr_scheduler.WarmupCosine(opt, max(1, int(WARMUP * steps)), steps + 1)
     progress = Progress(steps, label=f"{name:>8} seed {seed} ")
     every = max(1, steps // curve_points)
     probe = (data.test[0][:500], data.test[1][:500])  # the curve's points: the first 500 test items
@@ -160,6 +181,8 @@ def train(name, seed, data, steps, args, curve_points=10):
         opt.zero_grad()
         loss.backward()
         opt.step()
+        if schedule is not None:
+            schedule.step()
         train_cpu += time.process_time() - t0
         progress(step, loss=loss.item(), acc=float((logits.data.argmax(-1) == y).mean()))
         if step % every == 0 or step == steps:
@@ -169,6 +192,45 @@ def train(name, seed, data, steps, args, curve_points=10):
     cpu = train_cpu + time.process_time() - t0
     return {"accuracy": acc, "cpu_seconds": cpu, "ms_per_step": 1000 * train_cpu / steps,
             "parameters": count_parameters(model), "curve": curve, "model": model}
+
+
+_JOB = {}  # (data, steps, args) for the worker processes, inherited through fork
+
+
+def _train_job(job):
+    """One (model, seed) run in a worker: its result with the model's state dict in place of the model."""
+    name, seed = job
+    r = train(name, seed, *_JOB["work"])
+    model = r.pop("model")
+    r["state"] = model.state_dict()
+    return r
+
+
+def _report(name, seed, r):
+    print(f"{name} seed {seed}: accuracy {r['accuracy']:.4f}, {r['cpu_seconds']:.0f} CPU-s, "
+          f"{r['ms_per_step']:.1f} ms/step", flush=True)
+    return r
+
+
+def run_all(models, seeds, data, steps, args):
+    """Every model x seed, one after another or in `args.jobs` forked processes -> {model: [result per seed]};
+    each run's line is printed as it ends."""
+    work = [(name, args.seed + s) for name in models for s in range(seeds)]
+    if args.jobs > 1 and "fork" in multiprocessing.get_all_start_methods():  # no fork (Windows): one process
+        _JOB["work"] = (data, steps, args)
+        results = []
+        with multiprocessing.get_context("fork").Pool(min(args.jobs, len(work))) as pool:
+            for (name, seed), r in zip(work, pool.imap(_train_job, work, chunksize=1)):
+                # the model back from its state dict (for the figures)
+                r["model"] = make_model(name, data.side, data.num_classes, args.patch, args.stem == "conv")
+                r["model"].load_state_dict(r.pop("state"))
+                results.append(_report(name, seed, r))
+    else:
+        results = [_report(name, seed, train(name, seed, data, steps, args)) for name, seed in work]
+    runs = {name: [] for name in models}
+    for (name, _), r in zip(work, results):
+        runs[name].append(r)
+    return runs
 
 
 def summarise(runs, models):
@@ -264,15 +326,19 @@ def attention_figure(runs, data):
 
 def main():
     args = parse_args("E16: image classification with attention (conv, ViT cls/mean, Swin-lite, neighbourhood "
-                      "attention), 3 seeds each, and the cost of one attention layer as the image grows. Over the "
-                      "5-minute budget: the default run costs 391 CPU-s and 2180 s of wall time on a 2-core machine "
-                      "shared with other jobs (timed on 2026-12-04 at a load of 9 to 15, docs/examples/README.md); "
-                      "each of its 15 training runs takes at most 37 CPU-s; --quick takes about 40 CPU-s.",
+                      "attention, the attention models on a conv stem) on cluttered canvases, 3 seeds each, and the "
+                      "cost of one attention layer as the image grows. Over the 5-minute budget: the default run "
+                      "costs 1853 CPU-s and 3094 s of wall time on a 2-core machine shared with other jobs (timed "
+                      "with --jobs 2 on 2026-12-05 at a load of 4 to 10, docs/examples/README.md); each of its 15 "
+                      "training runs takes at most 151 CPU-s; --quick (the plain glyphs) takes about 40 CPU-s.",
                       "vision", extra=add_flags)
     quick = args.quick
     models = args.models or MODELS
     seeds = args.seeds or (1 if quick else 3)
-    if not args.canvases:
+    plain = args.plain or quick  # --quick: the plain glyphs (a canvas run costs ~0.1 CPU-s a step a model)
+    args.stem = args.stem or ("patch" if plain else "conv")
+    args.schedule = args.schedule or ("constant" if plain else "cosine")
+    if plain:
         if args.objects is None:  # built-in glyphs are unlimited: a training bank and a held-out set of their own
             test = make_glyphs(args.test_size or 2000, np.random.default_rng([0, 4]))
             data = Plain(*make_glyphs(GLYPH_BANK, np.random.default_rng([0, 3])), test=test)
@@ -288,19 +354,19 @@ def main():
         data = OnCanvases(args.objects, test_size)
         what = (f"32x32 canvases with 4 clutter fragments, {'built-in glyphs' if args.objects is None else 'your objects'}"
                 f"; fixed test set of {test_size}")
-        steps = args.steps or 2000
+        steps = args.steps or STEPS_CANVASES
+    if args.stem == "conv" and (data.side % 4 or data.side < 16):  # its grid is side / 4: at least 4x4
+        raise SystemExit(f"vision.py: --stem conv needs images of side >= 16 and a multiple of 4 (the stem's grid is "
+                         f"side / 4), got {data.side}x{data.side}; use --stem patch")
     report = Report(args, "vision", claim="attention classifies images as well as a small conv net")
     print(f"data: {what}; {data.num_classes} classes; models {models}; {seeds} seed(s) x {steps} steps", flush=True)
-    runs = {}
-    for name in models:
-        runs[name] = []
-        for s in range(seeds):
-            r = train(name, args.seed + s, data, steps, args)
-            print(f"{name} seed {args.seed + s}: accuracy {r['accuracy']:.4f}, {r['cpu_seconds']:.0f} CPU-s, "
-                  f"{r['ms_per_step']:.1f} ms/step", flush=True)
-            runs[name].append(r)
+    runs = run_all(models, seeds, data, steps, args)
     rows = summarise(runs, models)
-    report.text(f"Data: {what}. {steps} steps of batch {args.batch}, Adam lr {args.lr}; accuracy of the final model. "
+    tokens = ("a conv stem's 8x8 feature map (the conv net's first two layers), each cell a token" if args.stem == "conv"
+              else f"patches of {args.patch or data.side // 4}")
+    lr = f"Adam lr {args.lr}" + (", a 10% linear warm-up then a cosine to 0" if args.schedule == "cosine" else "")
+    report.text(f"Data: {what}. Attention models on {tokens}. {steps} steps of batch {args.batch}, {lr}; "
+                f"accuracy of the final model. "
                 f"`cpu_seconds_max` is the slowest seed's process CPU time (training and evaluation), "
                 f"`ms_per_step` the mean CPU time of one training step.")
     report.table(rows, ["model", "parameters", "seeds", "accuracy_mean", "accuracy_sd", "accuracy_per_seed",
@@ -336,7 +402,8 @@ def main():
         report.headline(f"lowest attention-model mean accuracy ({worst['model']})", worst["accuracy_mean"],
                         ">= 0.5" if quick else f">= {TARGET}, within {int(100 * GAP)} points of conv, "
                         f"<= {CPU_BUDGET:.0f} CPU-s a run", ok)
-    metrics = {"data": what, "steps": steps, "batch": args.batch, "seeds": seeds,
+    metrics = {"data": what, "steps": steps, "batch": args.batch, "seeds": seeds, "stem": args.stem,
+               "schedule": args.schedule, "lr": args.lr,
                "models": {r["model"]: {k: v for k, v in r.items() if k != "model"} | {
                    "accuracies": [x["accuracy"] for x in runs[r["model"]]],
                    "cpu_seconds": [x["cpu_seconds"] for x in runs[r["model"]]]} for r in rows},

@@ -2,7 +2,8 @@
 token grid is global, windowed (Swin's W-MSA and, shifted, SW-MSA) or a clamped neighbourhood (NATTEN's), one
 pattern switch for all four. E16's classifiers, built from the library's modules (attention.VisionTransformer,
 SwinBlock, PatchMerging, NeighborhoodAttention2d, PatchEmbedding; nn.Conv2d): a small conv net, a ViT with a cls
-token or mean pooling, a Swin-lite with patch merging, a neighbourhood-attention net.
+token or mean pooling, a Swin-lite with patch merging, a neighbourhood-attention net; on 32x32 canvases
+the attention models are hybrids on ConvStem's 8x8 grid (the conv net's first two layers).
 
 The layers run the kernels (attention.window_attention_2d, attention.neighborhood_attention_2d: O(h*w*window)
 memory); the boolean (h*w, h*w) mask that defines each pattern (`pattern_mask`) gives the figures one query's
@@ -115,6 +116,37 @@ def _nchw(images):
     return np.asarray(images, np.float32)[:, None]
 
 
+class ConvStem(nn.Module):
+    """The hybrid's stem (the hybrid ViT of Dosovitskiy et al. 2021; Xiao et al. 2021, "Early convolutions help
+    transformers see better"): the conv net's first two layers, conv3x3 stride 2 (1-16) ReLU conv3x3 (16-32) ReLU
+    maxpool2: (B, H, W) grey images -> (B, 32, H/4, W/4) feature maps, each cell a token (patch 1)."""
+
+    channels = 32
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 16, 3, stride=2, padding=1)
+        self.conv2 = nn.Conv2d(16, self.channels, 3, padding=1)
+
+    def forward(self, images):
+        return F.max_pool2d(ops.relu(self.conv2(ops.relu(self.conv1(Tensor(_nchw(images)))))), 2)
+
+
+def _stem_and_input(stem, side, patch):
+    """(stem module or None, input side, input channels, patch) for an attention model: with a stem the grid is
+    the stem's feature map (side / 4) and each cell a token."""
+    if stem:
+        if side % 4:
+            raise ValueError(f"the conv stem needs an image side that is a multiple of 4, got {side}")
+        return ConvStem(), side // 4, ConvStem.channels, 1
+    return None, side, 1, patch
+
+
+def _input(model, images):
+    """The images as the attention model's input: the stem's feature maps, or (B, 1, H, W)."""
+    return model.stem(images) if model.stem is not None else _nchw(images)
+
+
 class ConvNet(nn.Module):
     """The conv baseline (nn.Conv2d, F.max_pool2d). 8x8 images (the recipe): conv3x3(1-16) ReLU conv3x3(16-32)
     ReLU maxpool2 FC(512-64) ReLU FC(64-C). Larger canvases: conv3x3 stride 2 (1-16) ReLU, then conv3x3 + ReLU +
@@ -144,33 +176,36 @@ class ConvNet(nn.Module):
 
 
 class ViT(nn.Module):
-    """attention.VisionTransformer (d 48, 3 heads, 4 blocks, MLP 2x) on grey images (B, H, W)."""
+    """attention.VisionTransformer (d 48, 3 heads, 4 blocks, MLP 2x) on grey images (B, H, W); with `stem`, the
+    hybrid: the tokens are the conv stem's feature-map cells (patch 1)."""
 
-    def __init__(self, side, patch, num_classes, dim=48, heads=3, depth=4, pool="cls"):
+    def __init__(self, side, patch, num_classes, dim=48, heads=3, depth=4, pool="cls", stem=False):
         super().__init__()
-        self.vit = VisionTransformer(side, patch, 1, num_classes, dim=dim, depth=depth, num_heads=heads,
+        self.stem, side, chans, patch = _stem_and_input(stem, side, patch)
+        self.vit = VisionTransformer(side, patch, chans, num_classes, dim=dim, depth=depth, num_heads=heads,
                                      mlp_ratio=2.0, pool=pool)
         g = side // patch
         self.grid, self.pool = (g, g), pool
 
     def forward(self, images):
-        return self.vit(_nchw(images))
+        return self.vit(_input(self, images))
 
     def attention_maps(self, images):
         """[(B, H, T, T) weights of each block]; with a cls token, its row is query 0."""
         with mg.no_grad():
-            return [w.data for w in self.vit.forward_features(_nchw(images), need_weights=True)[1]]
+            return [w.data for w in self.vit.forward_features(_input(self, images), need_weights=True)[1]]
 
 
 class SwinLite(nn.Module):
     """Stage 1: attention.SwinBlock with window M, then shifted by M // 2 (d 48, 3 heads); attention.PatchMerging
     (d 96); stage 2: two SwinBlocks (6 heads) whose window covers the merged grid (global, so unshifted, as Swin
     does when the window is the whole resolution); LN, mean pool. Relative position biases, no absolute positions
-    (Swin's default)."""
+    (Swin's default). With `stem`, the tokens are the conv stem's feature-map cells (patch 1)."""
 
-    def __init__(self, side, patch, num_classes, dim=48, heads=3, window=2):
+    def __init__(self, side, patch, num_classes, dim=48, heads=3, window=2, stem=False):
         super().__init__()
-        self.embed = PatchEmbedding(side, patch, 1, dim, flatten=False)
+        self.stem, side, chans, patch = _stem_and_input(stem, side, patch)
+        self.embed = PatchEmbedding(side, patch, chans, dim, flatten=False)
         g = side // patch
         self.grid = (g, g)
         self.stage1 = nn.ModuleList([SwinBlock(dim, heads, window, s, mlp_ratio=2.0) for s in (0, window // 2)])
@@ -179,7 +214,7 @@ class SwinLite(nn.Module):
         self.norm, self.head = nn.LayerNorm(2 * dim), nn.Linear(2 * dim, num_classes)
 
     def forward(self, images):
-        x = self.embed(_nchw(images))                                             # (B, g, g, C)
+        x = self.embed(_input(self, images))                                             # (B, g, g, C)
         for block in self.stage1:
             x = block(x)
         x = self.merge(x)
@@ -190,7 +225,7 @@ class SwinLite(nn.Module):
 
     def attention_maps(self, images):
         """[(B, H, T, T)] of the two stage-1 blocks (the window and the shifted window)."""
-        maps, x = [], self.embed(_nchw(images))
+        maps, x = [], self.embed(_input(self, images))
         with mg.no_grad():
             for block in self.stage1:
                 maps.append(block.attention_weights(x).data)
@@ -214,11 +249,13 @@ class NABlock(nn.Module):
 
 class NANet(nn.Module):
     """The neighbourhood-attention net: patch embedding, learned positions, `depth` NABlocks (clamped
-    kernel x kernel neighbourhoods with relative position biases), LN, mean pool, linear head."""
+    kernel x kernel neighbourhoods with relative position biases), LN, mean pool, linear head. With `stem`, the
+    tokens are the conv stem's feature-map cells (patch 1)."""
 
-    def __init__(self, side, patch, num_classes, dim=48, heads=3, depth=4, kernel=3):
+    def __init__(self, side, patch, num_classes, dim=48, heads=3, depth=4, kernel=3, stem=False):
         super().__init__()
-        self.embed = PatchEmbedding(side, patch, 1, dim, flatten=False)
+        self.stem, side, chans, patch = _stem_and_input(stem, side, patch)
+        self.embed = PatchEmbedding(side, patch, chans, dim, flatten=False)
         g = side // patch
         self.grid = (g, g)
         self.pos = nn.normal_(nn.parameter(g, g, dim), std=0.02)
@@ -226,14 +263,14 @@ class NANet(nn.Module):
         self.norm, self.head = nn.LayerNorm(dim), nn.Linear(dim, num_classes)
 
     def forward(self, images):
-        x = self.embed(_nchw(images)) + self.pos
+        x = self.embed(_input(self, images)) + self.pos
         for block in self.blocks:
             x = block(x)
         B, C = x.shape[0], x.shape[-1]
         return self.head(self.norm(x).reshape(B, -1, C).mean(axis=1))
 
     def attention_maps(self, images):
-        maps, x = [], self.embed(_nchw(images)) + self.pos
+        maps, x = [], self.embed(_input(self, images)) + self.pos
         with mg.no_grad():
             for block in self.blocks:
                 maps.append(block.attn.attention_weights(block.norm1(x)).data)
@@ -241,8 +278,8 @@ class NANet(nn.Module):
         return maps
 
 
-def na_net(side, patch, num_classes, dim=48, heads=3, depth=4, kernel=3):
-    return NANet(side, patch, num_classes, dim, heads, depth, kernel)
+def na_net(side, patch, num_classes, dim=48, heads=3, depth=4, kernel=3, stem=False):
+    return NANet(side, patch, num_classes, dim, heads, depth, kernel, stem)
 
 
 def count_parameters(model):

@@ -97,11 +97,12 @@ def test_window_attention_equals_torch_reference_both_ways(float64, with_mask):
     assert set(back.state_dict()) == set(ref.state_dict())
 
 
-@pytest.mark.parametrize("shift", [0, 2])
-def test_swin_block_attention_is_the_references_roll_partition_and_mask(float64, shift):
+@pytest.mark.parametrize("shift,h,w,m", [(0, 8, 4, 4), (2, 8, 4, 4), (1, 4, 4, 2), (2, 8, 8, 4)])
+def test_swin_block_attention_is_the_references_roll_partition_and_mask(float64, shift, h, w, m):
     """For sizes that are a multiple of the window, SwinBlock's attention (the 2-D kernel) equals the reference's
-    recipe: roll by -shift, window_partition, WindowAttention with the shift mask, reverse, roll back."""
-    B, h, w, C, m = 2, 8, 4, 8, 4
+    recipe: roll by -shift, window_partition, WindowAttention with the shift mask, reverse, roll back. Also at
+    E16's two Swin-lite grids (4x4, window 2, shift 1; 8x8, window 4, shift 2)."""
+    B, C = 2, 8
     blk = perturb(SwinBlock(C, 2, m, shift))
     x = rng.standard_normal((B, h, w, C))
     got = blk.attention(mg.tensor(x)).data

@@ -65,8 +65,9 @@ def _npz(path, **arrays):
 
 
 def test_vision_tiny_run_on_canvases(tmp_path):
+    """The default data: the canvases, the attention models on the conv stem's 8x8 grid."""
     out = str(tmp_path / "v")
-    m = run_ok("vision", out, "--canvases", "--seeds", "1", "--steps", "2", "--batch", "8", "--test-size", "20",
+    m = run_ok("vision", out, "--seeds", "1", "--steps", "2", "--batch", "8", "--test-size", "20",
                "--highres", "skip")
     assert set(m["models"]) == {"conv", "vit_cls", "vit_mean", "swin", "na"} and "32x32 canvases" in m["data"]
     for name, row in m["models"].items():
@@ -75,12 +76,38 @@ def test_vision_tiny_run_on_canvases(tmp_path):
         assert len(row["accuracies"]) == 1 and row["parameters"] > 0 and row["ms_per_step"] > 0
     section, head = assert_report_files(out)
     assert head["example"] == "vision" and "accuracy.png" in section and "attention_maps.png" in section
+    assert "conv stem's 8x8 feature map" in section and "warm-up then a cosine" in section
+
+
+def test_hybrid_models_tokens_are_the_conv_stems_cells():
+    """--stem conv: every attention model sees the stem's 8x8 grid of a 32x32 canvas (Swin-lite's window half of
+    it); the stem is the conv net's first two layers (their weights copied, the same feature maps)."""
+    import minigrad as mg
+    from minigrad import ops
+    from minigrad.nn import functional as F
+    from vision import make_model
+    from vision_nets import ConvNet
+    x = np.random.default_rng(0).random((2, 32, 32)).astype(np.float32)
+    for name in ("vit_cls", "vit_mean", "swin", "na"):
+        model = make_model(name, 32, 10, stem=True)
+        assert model.grid == (8, 8) and model(x).shape == (2, 10), name
+    swin = make_model("swin", 32, 10, stem=True)
+    assert swin.stage1[0].window_size == 4 and swin.stage1[1].shift_size == 2
+    assert make_model("vit_cls", 32, 10, patch=8).grid == (4, 4)              # --stem patch: 8x8 patches
+    conv, stem = ConvNet(32, 10), make_model("vit_mean", 32, 10, stem=True).stem
+    stem.conv1.load_state_dict(conv.convs[0].state_dict())
+    stem.conv2.load_state_dict(conv.convs[1].state_dict())
+    h = ops.relu(conv.convs[0](mg.tensor(x[:, None])))
+    want = F.max_pool2d(ops.relu(conv.convs[1](h)), 2)
+    np.testing.assert_allclose(stem(x).data, want.data, atol=1e-6)
+    assert stem(x).shape == (2, 32, 8, 8)
 
 
 def test_vision_quick_runs_on_plain_glyphs(tmp_path):
     m = run_ok("vision", str(tmp_path / "q"), "--quick", "--steps", "2", "--models", "conv", "vit_cls",
                "--highres", "skip", "--test-size", "50")
     assert m["seeds"] == 1 and "glyphs classified plain (10000 for training, 50 held out)" in m["data"]
+    assert m["stem"] == "patch" and m["schedule"] == "constant"
 
 
 def test_vision_plain_objects_split_and_bad_input(tmp_path):
@@ -94,6 +121,10 @@ def test_vision_plain_objects_split_and_bad_input(tmp_path):
     r = run_example("vision", "--objects", bad, "--out", str(tmp_path / "never"))
     assert r.returncode == 2 and "missing key 'labels'" in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "never").exists()
+    r = run_example("vision", "--plain", "--objects", path, "--stem", "conv", "--models", "na", "--steps", "1",
+                    "--highres", "skip", "--out", str(tmp_path / "s"))        # 8x8 objects: no conv stem
+    assert r.returncode != 0 and "--stem conv needs images of side >= 16" in r.stderr
+    assert "Traceback" not in r.stderr
 
 
 def test_plain_split_is_scikit_learns():
