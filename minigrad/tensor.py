@@ -332,6 +332,7 @@ _anomaly._attach(_set_tracer)  # anomaly mode (autograd/anomaly.py) sits below t
 
 
 _new = object.__new__  # Tensor.__new__, without the attribute lookup
+_ndarray = np.ndarray
 
 
 def make_node(data, parents, backward, name, *, vjp=None, reference=None):
@@ -349,24 +350,30 @@ def make_node(data, parents, backward, name, *, vjp=None, reference=None):
     The graph is recorded only when grad mode is on and some parent requires grad. `Function` wraps it in
     the torch.autograd.Function style.
     """
-    rule = vjp if backward is None else _higher.ArrayBackward(backward, vjp, reference, name)
-    if rule is None:
-        raise TypeError(f"make_node: op {name!r} needs a backward closure or a vjp rule, got neither")
+    if backward is None:
+        rule = vjp
+        if rule is None:
+            raise TypeError(f"make_node: op {name!r} needs a backward closure or a vjp rule, got neither")
+    else:
+        rule = _higher.ArrayBackward(backward, vjp, reference, name)
+    if type(data) is not _ndarray:
+        data = np.asarray(data)
     if _tracer is not None:  # minigrad.trace(), anomaly mode or a compile capture is recording: it sees the node
-        data = data if type(data) is np.ndarray else np.asarray(data)  # (the array the node will hold)
         rule = _tracer.node(data, parents, rule, name)
     out = _new(Tensor)
-    out.data = data if type(data) is np.ndarray else np.asarray(data)
+    out.data = data
     out.grad = None
     # grad mode is on unless some thread turned it off and this thread is one of them (a global read first:
     # the thread-local lookup costs several times more, on the hottest path there is)
     if _gm._n_disabled == 0 or _gm._grad_mode.enabled:
         try:
             for p in parents:
-                if p.requires_grad:
-                    # _clock: the time it was recorded (see autograd/versions.py)
-                    out.requires_grad, out._parents, out._backward, out._op, out._clock = (
-                        True, parents, rule, name, _versions._clock)
+                if p.requires_grad:  # one store each (a tuple of five, packed and unpacked, costs more)
+                    out.requires_grad = True
+                    out._parents = parents
+                    out._backward = rule
+                    out._op = name
+                    out._clock = _versions._clock  # the time it was recorded (see autograd/versions.py)
                     return out
         except AttributeError:  # a try costs nothing until it catches (Python 3.11)
             raise TypeError(f"make_node: parents must be a tuple of Tensors, got "
