@@ -144,6 +144,7 @@ class Scatter:
     """
 
     __slots__ = ("index", "g", "repeats")
+    shape = None  # never an array's shape: run_backward tells a Scatter by it after the shape test it does anyway
 
     def __init__(self, index, g, repeats):
         self.index, self.g, self.repeats = index, g, repeats  # repeats: an integer-array index may repeat
@@ -250,22 +251,21 @@ def run_backward(root, grad, retain_graph=False):
         for p, pg in zip(parents, pgrads):
             n = count(p)  # None: a leaf, or a node that needs no gradient (neither joins the walk)
             if pg is not None and (n is not None or p.requires_grad):
-                if type(pg) is Scatter:  # indexing hands back "g at these places"
+                pd = p.data
+                if pg.shape == pd.shape:
+                    # fresh: no one else holds pg. g itself or a view may be shared, unless g was this node's own
+                    # and it has one parent (a read-only view, such as sum's np.broadcast_to of g, is never adopted)
+                    fresh = (pg is not g and pg.base is None) or (g_owned and k == 1 and (
+                        pg is g or pg.base is (g if g.base is None else g.base)) and pg.flags.writeable)
+                elif type(pg) is Scatter:  # indexing hands back "g at these places" (a Scatter's .shape is None)
                     if n is None:
                         _into_leaf(p, pg, fresh=False)
                         continue
                     _add_scatter(grads, owned, p, pg)
+                    pg = None  # added into grads: on to the count
                 else:
-                    pd = p.data
-                    if pg.shape != pd.shape:
-                        pg = _unbroadcast(pg, pd.shape, node._op)
-                        fresh = True
-                    elif pg is not g and pg.base is None:
-                        fresh = True
-                    else:  # g itself or a view may be shared, unless g was this node's own and it has one
-                        # parent (a read-only view, such as sum's np.broadcast_to of g, is never adopted)
-                        fresh = g_owned and k == 1 and (
-                            pg is g or pg.base is (g if g.base is None else g.base)) and pg.flags.writeable
+                    pg, fresh = _unbroadcast(pg, pd.shape, node._op), True
+                if pg is not None:
                     if pg.dtype is not pd.dtype and pg.dtype != pd.dtype:
                         pg, fresh = pg.astype(pd.dtype), True
                     if n is None:  # a leaf: straight into its .grad (nothing downstream needs it)
