@@ -27,12 +27,9 @@ METHODS = ("pow", "floor_divide", "remainder")
 # ---- elementwise arithmetic --------------------------------------------------------------------
 
 
-@saves()
+@saves(forward=np.add)
 def _add_vjp(g, out, a, b, need=(True, True)):  # d(a + b) = (g, g)
     return g, g
-
-
-_add_vjp.forward = np.add  # each rule's array forward, for minigrad.compile's tape (docs/compile.md)
 
 
 def add(a, b):
@@ -74,12 +71,9 @@ def _sub_number_vjp(s, g, out, x):  # d(x - c) = g
     return (g,)
 
 
-@saves()
+@saves(forward=np.subtract)
 def _sub_vjp(g, out, a, b, need=(True, True)):  # d(a - b) = (g, -g)
     return g, (-g if need[1] else None)
-
-
-_sub_vjp.forward = np.subtract
 
 
 def sub(a, b):
@@ -112,12 +106,9 @@ def _rsub_number_vjp(s, g, out, x):  # d(c - x) = -g
     return (-g,)
 
 
-@saves(in_place=True)
+@saves(in_place=True, forward=np.negative)
 def _neg_vjp(g, out, x, owned=False):  # d(-x) = -g; in g's own buffer when the engine owns it
     return (np.negative(g, out=g) if owned else -g,)
-
-
-_neg_vjp.forward = np.negative
 
 
 def neg(a):
@@ -126,23 +117,17 @@ def neg(a):
     return make_node(-a.data, (a,), None, "neg", vjp=_neg_vjp)
 
 
-@saves("inputs")
+@saves("inputs", forward=np.multiply)
 def _mul_vjp(g, out, a, b, need=(True, True)):  # d(ab) = (g b, g a)
     return (g * b if need[0] else None), (g * a if need[1] else None)
 
 
-_mul_vjp.forward = np.multiply
-
-
-@saves(in_place=True)
+@saves(in_place=True, forward=lambda s, x: x * s)
 def _scale_vjp(s, g, out, x, owned=False):  # d(x s) = g s, s a number; in g's own buffer when the engine owns it
     if owned and g.dtype.kind == "f" and type(s) is not complex:
         g *= s
         return (g,)
     return (g * s,)
-
-
-_scale_vjp.forward = lambda s, x: x * s  # noqa: E731
 
 
 def mul(a, b):
@@ -169,7 +154,7 @@ def mul(a, b):
     return make_node(_binary("mul", a, b, np.multiply), (a, b), None, "mul", vjp=_mul_vjp)
 
 
-@saves(in_place=True)
+@saves(in_place=True, forward=lambda s, x: floating(x) / s)
 def _div_scalar_vjp(s, g, out, x, owned=False):  # d(x / s) = g / s; in g's own buffer when the engine owns it
     if owned and g.dtype.kind == "f" and type(s) is not complex:
         g /= s
@@ -177,15 +162,10 @@ def _div_scalar_vjp(s, g, out, x, owned=False):  # d(x / s) = g / s; in g's own 
     return (g / s,)
 
 
-_div_scalar_vjp.forward = lambda s, x: floating(x) / s  # noqa: E731
-
-
+@saves("out", "inputs", forward=np.divide)
 def _div_vjp(g, out, a, b, need=(True, True)):  # d(a / b) = (g / b, -g a / b^2) = (g / b, -g out / b)
     ga = g / b
     return (ga if need[0] else None), (-ga * out if need[1] else None)
-
-
-_div_vjp.forward = np.divide
 
 
 def div(a, b):

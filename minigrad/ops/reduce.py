@@ -43,12 +43,9 @@ def _expand_back(g, shape, axes, keepdims):
     return _dual.expand(_keep(g, axes, keepdims), shape)
 
 
-@saves()
+@saves(forward=lambda axes, keepdims, x: x.sum(axis=axes, keepdims=keepdims))
 def _sum_vjp(axes, keepdims, g, out, x):  # g copied to every summand
     return (_expand_back(g, x.shape, axes, keepdims),)
-
-
-_sum_vjp.forward = lambda axes, keepdims, x: x.sum(axis=axes, keepdims=keepdims)  # noqa: E731
 
 
 def sum(a, axis=None, keepdims=False, dim=None):

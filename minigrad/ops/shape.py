@@ -81,12 +81,9 @@ def _permute(op, a, axes):
     return make_node(a.data.transpose(perm), (a,), None, op, vjp=partial(_permute_vjp, inv))
 
 
-@saves()
+@saves(forward=lambda inv, x: x.transpose(tuple(int(i) for i in np.argsort(inv))))
 def _permute_vjp(inv, g, out, x):  # the inverse permutation
     return (_dual.permute(g, inv),)
-
-
-_permute_vjp.forward = lambda inv, x: x.transpose(tuple(int(i) for i in np.argsort(inv)))  # noqa: E731
 
 
 def swapaxes(a, axis1, axis2):
@@ -97,12 +94,9 @@ def swapaxes(a, axis1, axis2):
     return make_node(np.swapaxes(a.data, axis1, axis2), (a,), None, "swapaxes", vjp=partial(_swapaxes_vjp, axis1, axis2))
 
 
-@saves()
+@saves(forward=lambda axis1, axis2, x: np.swapaxes(x, axis1, axis2))
 def _swapaxes_vjp(axis1, axis2, g, out, x):  # swap g's axes back
     return (g.swapaxes(axis1, axis2),)
-
-
-_swapaxes_vjp.forward = lambda axis1, axis2, x: np.swapaxes(x, axis1, axis2)  # noqa: E731
 
 
 def t(a):
@@ -178,16 +172,13 @@ def concat(tensors, axis=0, dim=None):
     return make_node(out, tuple(ts), None, "concat", vjp=partial(_concat_vjp, axis))
 
 
-@saves()
+@saves(forward=lambda axis, *xs: np.concatenate(xs, axis=axis))
 def _concat_vjp(axis, g, out, *xs, need=None):  # g cut into the inputs' pieces
     pieces, start = [], 0
     for x in xs:
         pieces.append(g[(slice(None),) * axis + (slice(start, start + x.shape[axis]),)])
         start += x.shape[axis]
     return pieces
-
-
-_concat_vjp.forward = lambda axis, *xs: np.concatenate(xs, axis=axis)  # noqa: E731
 
 
 cat = concat
@@ -205,12 +196,9 @@ def stack(tensors, axis=0, dim=None):
     return make_node(np.stack([t.data for t in ts], axis=axis), tuple(ts), None, "stack", vjp=partial(_stack_vjp, axis))
 
 
-@saves()
+@saves(forward=lambda axis, *xs: np.stack(xs, axis=axis))
 def _stack_vjp(axis, g, out, *xs, need=None):  # g's slices along the new axis
     return [g[(slice(None),) * axis + (i,)] for i in range(len(xs))]
-
-
-_stack_vjp.forward = lambda axis, *xs: np.stack(xs, axis=axis)  # noqa: E731
 
 
 def pad(a, pad_width, value=0.0):
