@@ -90,17 +90,26 @@ def node_grads(root, grad=None):
         g = grads.get(node)
         if g is None or node._backward is None:  # a leaf, or a node no gradient reaches
             continue
-        pgrads = call_rule(node, g, node.data, [p.data for p in node._parents])  # the op's rule, on arrays
-        if len(pgrads) != len(node._parents):
-            raise _count_error(node._op, pgrads, node._parents)
-        for p, pg in zip(node._parents, pgrads):
-            if pg is None or not p.requires_grad:
-                continue
+        for p, pg in zip(node._parents, array_grads(node, g)):
+            if pg is not None:
+                grads[p] = grads[p] + pg if p in grads else pg
+    return grads
+
+
+def array_grads(node, g):
+    """node's rule on arrays (call_rule): one gradient per parent, None where none is needed, else dense, summed
+    down to the parent's shape and in its dtype."""
+    pgrads = call_rule(node, g, node.data, [p.data for p in node._parents])
+    if len(pgrads) != len(node._parents):
+        raise _count_error(node._op, pgrads, node._parents)
+    out = []
+    for p, pg in zip(node._parents, pgrads):
+        if pg is not None and p.requires_grad:
             if type(pg) is Scatter:             # indexing hands back "g at these places"
                 pg = pg.dense(p.shape, p.dtype)
             pg = _unbroadcast(np.asarray(pg), p.shape, node._op).astype(p.dtype, copy=False)
-            grads[p] = grads[p] + pg if p in grads else pg
-    return grads
+        out.append(pg if p.requires_grad else None)
+    return out
 
 
 def reference_backward(tensor, grad=None):
@@ -120,12 +129,14 @@ def reference_backward(tensor, grad=None):
 # ---- what both walks use: undoing broadcasting, and a sparse gradient for indexing ----------------
 
 def _unbroadcast(g, shape, op):
-    """Sum g down to `shape`, undoing NumPy broadcasting; the result is freshly allocated."""
+    """Sum g (an array, or a Tensor under create_graph: Tensor sums, differentiable) down to `shape`, undoing
+    NumPy broadcasting; an array result is freshly allocated unless g already had the shape."""
     extra, g_shape = g.ndim - len(shape), g.shape  # g_shape: for the error, before any summing
     if extra < 0:
         raise AssertionError(f"{op} backward: gradient of shape {g.shape} has fewer dims than its input {shape}")
     if extra:
-        g = colsum(g, extra)  # a BLAS product with ones: NumPy's sum over leading axes is slower
+        # a BLAS product with ones for an array: NumPy's sum over leading axes is slower
+        g = colsum(g, extra) if type(g) is np.ndarray else g.sum(axis=tuple(range(extra)))
         if g.shape == shape:  # only leading axes were broadcast (a bias, say): done
             return g
     axes = tuple(i for i, n in enumerate(shape) if n == 1 and g.shape[i] != 1)
