@@ -288,30 +288,25 @@ def run_backward(root, grad, retain_graph=False):
                         else:
                             _into_leaf(p, pg, fresh)
                         continue
-                    if n == 1:  # p's last gradient: sum it here, p is ready (the lines after this loop, inlined)
-                        prev = grads.pop(p, None)
-                        if prev is not None:
-                            if type(prev) is ndarray and p in owned:
-                                prev += pg  # safe: the engine made prev and handed it to no one yet
-                                pg = prev
-                            else:
-                                pg = prev + pg  # the reference walk's sum, in a new buffer the engine owns
-                            fresh = True
+                    prev = grads.pop(p, None)
+                    if prev is not None:  # the reference walk's sum
+                        if type(prev) is ndarray and p in owned:
+                            prev += pg  # safe: the engine made prev and handed it to no one yet
+                            pg = prev
+                        else:
+                            pg = prev + pg  # in a new buffer, which the engine owns
+                        fresh = True
+                    if n > 1:  # more gradients to come
+                        grads[p] = pg
+                        if fresh:
+                            owned.add(p)
+                        pending[p] = n - 1
+                    else:  # p's last gradient: p is ready (the lines below, with its gradient in hand)
                         del pending[p]
                         if nxt is not None:
                             _park(grads, owned, ready, nxt, nxt_g, nxt_owned)
                         nxt, nxt_g, nxt_owned = p, pg, fresh
-                        continue
-                    prev = grads.get(p)
-                    if prev is None:
-                        grads[p] = pg
-                        if fresh:
-                            owned.add(p)
-                    elif type(prev) is ndarray and p in owned:
-                        prev += pg  # safe: the engine made prev and handed it to no one yet
-                    else:
-                        grads[p] = prev + pg  # the reference walk's sum, in a new buffer the engine owns
-                        owned.add(p)
+                    continue
             if n is None:
                 continue
             if n > 1:  # an interior node counts this edge as done, gradient or None
