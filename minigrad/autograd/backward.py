@@ -192,7 +192,8 @@ def run_backward(root, grad, retain_graph=False):
     random graphs); each difference is a speed measure, commented where it happens:
     - Kahn's algorithm on child counts instead of a sort: a node runs once every child has sent its part,
       and its summed gradient is dropped right after, and the node itself is forgotten by the walk (peak
-      memory is the frontier, not the whole graph);
+      memory is the frontier, not the whole graph); the node that became ready last runs next with its
+      gradient in hand, as the ready stack would have it (in a chain no gradient is ever stored);
     - the graph is freed as it is walked unless retain_graph (nothing walks it again);
     - a gradient buffer the engine made itself (`owned`) is summed into in place, and a rule declared
       saves(..., in_place=True) may reuse it (no one else holds that buffer, so no one sees it change);
