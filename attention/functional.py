@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from minigrad import autograd, make_node, ops, random  # (random: minigrad's seeded generator, not the stdlib's)
+from minigrad import Tensor, autograd, make_node, ops, random  # (random: minigrad's seeded generator, not the stdlib's)
 from minigrad.fast import blas
 
 from ._nonfinite import any_nonfinite, masked_matmul, quiet
@@ -349,7 +349,7 @@ def attend(q, k, v, packed, allowed, bias, dropout_p, scale, return_weights, tra
     else:
         qd, kd, vd = q.data, k.data, v.data
     out, p, cache = sdpa_forward(qd, kd, vd, allowed, None if bias is None else bias.data, scale, p_drop,
-                             rng or random.get_rng())
+                             rng or (random.get_rng() if p_drop else None))  # (no dropout: no generator)
     # a float mask is a parent even when constant (its gradient is then skipped: need_db): the create_graph
     # rule rebuilds the attention from the parents, and a mask left out of them was silently dropped there
     with_bias = bias is not None
@@ -377,11 +377,38 @@ def attend(q, k, v, packed, allowed, bias, dropout_p, scale, return_weights, tra
     # create_graph differentiates the dense form with this node's own masks and dropout pattern (dense_plain)
     plain = functools.partial(dense_plain, scale, cache[7], None if with_bias else bias, cache[5], packed is not None,
                               cache[8])
-    out_t = make_node(out, parents, backward, "scaled_dot_product_attention", reference=plain)
+    out_t = make_node(out, parents, backward, "scaled_dot_product_attention", reference=plain,
+                      jvp=functools.partial(_attend_jvp, scale, cache, packed is not None))
     if not return_weights:
         return out_t
     return out_t, make_node(p, parents, backward_w, "attention_weights",
                             reference=functools.partial(plain, weights_only=True))
+
+
+def _attend_jvp(scale, cache, packed, t, out, *inputs):
+    """The attention node's tangent on arrays, from its forward's weights p: ds = (dq k^T + q dk^T) scale (+ the
+    mask's), dp = p (ds - sum(ds p)), d out = dp [dropout] @ v + p [dropout] @ dv. On Tensors (a graph or another
+    level looks through it), or after the non-finite path: NotImplemented, and forward mode recomputes the plain
+    form (dense_plain) instead."""
+    qs, k, v, p, keep, dirty = cache[0], cache[1], cache[2], cache[3], cache[5], cache[8]  # qs = q * scale
+    if dirty or any(isinstance(a, Tensor) for a in t + inputs):
+        return NotImplemented
+    tq, tk, tv = ((None,) * 3 if t[0] is None else t[0]) if packed else t[:3]
+    c = np.ascontiguousarray  # (a packed input's views have strides BLAS cannot take: copies are cheaper)
+    k, v = c(k), c(v)
+    terms = [np.multiply(tq, scale, order="C") @ np.swapaxes(k, -1, -2) if tq is not None else None,
+             qs @ np.swapaxes(c(tk), -1, -2) if tk is not None else None,
+             t[-1] if len(t) > (1 if packed else 3) else None]  # the float mask's tangent, if it has one
+    ts = sum(x for x in terms if x is not None) if any(x is not None for x in terms) else None
+    tp = None
+    if ts is not None:  # d softmax: p (ds - sum(ds p)), in ds's buffer (a copy if it is the caller's)
+        tp = np.array(np.broadcast_to(ts, p.shape)) if ts is terms[2] or ts.shape != p.shape else ts
+        tp -= blas.rowdot(tp, p)
+        tp *= p
+    if keep is not None:  # the dropout pattern the forward drew
+        p, tp = p * keep, None if tp is None else tp * keep
+    terms = [tp @ v if tp is not None else None, p @ c(tv) if tv is not None else None]
+    return sum(x for x in terms if x is not None) if any(x is not None for x in terms) else None
 
 
 def dense_plain(scale, allowed, bias, keep, packed, dirty, *inputs, weights_only=False):

@@ -27,7 +27,8 @@ def _masked_softmax_forward(allowed, axis, x):
     return p
 
 
-@autograd.saves("out", in_place=True, forward=_masked_softmax_forward)  # (allowed: the forward's constant, not the rule's)
+@autograd.saves("out", in_place=True, forward=_masked_softmax_forward,  # (allowed: the forward's constant, not the rule's)
+                jvp=lambda allowed, axis, t, p, scores: _masked_softmax_vjp(allowed, axis, t[0], p, scores)[0])  # symmetric
 def _masked_softmax_vjp(allowed, axis, g, p, scores, owned=False):  # d softmax: p (g - sum(g p)); 0 where masked
     s = (g * p).sum(axis=axis, keepdims=True) if axis not in (-1, p.ndim - 1) or not isinstance(g, np.ndarray) \
         else blas.rowdot(g, p)

@@ -1,6 +1,7 @@
 """Run every benchmark (1 and 2 threads), append to results.jsonl, write RESULTS.md and docs/speed.md's summary.
 
-Run: python benchmarks/run_all.py [--quick] [--threads 1 2] [--only mha mlp mlp_tiny chain long seq2seq transformer]
+Run: python benchmarks/run_all.py [--quick] [--threads 1 2]
+[--only mha mlp mlp_tiny chain long seq2seq transformer jvp per_sample]
 [--check]. A full run takes about 6 minutes; --quick about 2.
 """
 import argparse
@@ -13,12 +14,13 @@ if __package__ in (None, ""):  # run as a script: make the `benchmarks` package 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks import bench_chain, bench_mha, bench_mlp, bench_mlp_tiny, bench_long_attention
-from benchmarks import bench_seq2seq, bench_transformer
+from benchmarks import bench_jvp, bench_per_sample, bench_seq2seq, bench_transformer
 from benchmarks.common import HERE, RESULTS_JSONL, fmt_time, print_check
 
 BENCHMARKS = {"mha": bench_mha, "mlp": bench_mlp, "mlp_tiny": bench_mlp_tiny, "chain": bench_chain,
               "long": bench_long_attention}
-BENCHMARKS.update({"seq2seq": bench_seq2seq, "transformer": bench_transformer})
+BENCHMARKS.update({"seq2seq": bench_seq2seq, "transformer": bench_transformer, "jvp": bench_jvp,
+                   "per_sample": bench_per_sample})
 COLUMNS = ("numpy floor", "minigrad", "minigrad.compile", "torch", "autograd (HIPS)", "mygrad", "micrograd")
 # the speed targets, float32, 1 thread: (workload, implementation, at most this many times, the reference's time)
 TARGETS = [(bench_mha.WORKLOAD, "minigrad (Tensor ops)", 1.10, "numpy floor"),
@@ -37,8 +39,14 @@ TARGETS = [(bench_mha.WORKLOAD, "minigrad (Tensor ops)", 1.10, "numpy floor"),
            (bench_seq2seq.WORKLOAD, "minigrad.compile (attention.Seq2Seq)", 1 / 1.3, "minigrad (attention.Seq2Seq)"),
            (bench_transformer.WORKLOAD, "minigrad.compile (attention layers)", 1 / 1.3,
             "minigrad (attention layers)"),
+           # forward mode (issue 37): a jvp against one forward pass
+           (bench_jvp.WORKLOAD_MLP, "minigrad (jvp)", 1.5, "minigrad (forward)"),
+           (bench_jvp.WORKLOAD_MHA, "minigrad (jvp)", 1.5, "minigrad (forward)"),
            # sliding window vs the banded floor
-           (bench_long_attention.WORKLOAD, bench_long_attention.IMPL_NAMES[0], 1.25, "numpy floor")]
+           (bench_long_attention.WORKLOAD, bench_long_attention.IMPL_NAMES[0], 1.25, "numpy floor"),
+           # per-sample gradients (issue 37): vmap(grad) at least 10x faster than the loop over examples
+           (bench_per_sample.WORKLOAD, "minigrad (vmap(grad))", 0.1, "minigrad (loop)"),
+           (bench_per_sample.WORKLOAD_POINTER, "minigrad (vmap(grad))", 0.1, "minigrad (loop)")]
 
 
 def _column(name):

@@ -21,10 +21,11 @@ import numpy as np
 
 import minigrad as mg
 from minigrad import nn
+from minigrad.func import grad, vmap
 
 from attention import MovingAverageBaseline, Rollout, Trainer, gumbel_softmax, hard_attention
-from attention.reinforce import (ValueBaseline, advantages, correct_reward, gradient_variance,
-                                 per_sample_policy_gradients)
+from attention.distributions import Categorical
+from attention.reinforce import ValueBaseline, advantages, correct_reward, gradient_variance
 from attention.tasks.pointer import PointerTask
 from plots import learning_curves
 
@@ -146,27 +147,59 @@ def checkpoint_variances(task, snapshot, rows, n=256, seed=12345):
     Also returns the variance with the best constant baseline b* = tr Cov(r s, s) / tr Var(s) (s: the score
     d log p, r: the reward), the constant that minimises it; it is not the mean reward.
     """
-    mg.manual_seed(seed)
-    model = PointerReader(task.L, task.K, "hard")
-    model.load_state_dict(snapshot["state"])
-    header, cells, target = task.sample(n, np.random.default_rng(seed))
-    model.train()
-    out = model(header, cells)  # the same sampled reads for every row
-    reward = correct_reward(out.logits, target)
+    model, header, out, reward, index = _checkpoint_rollouts(task, snapshot, n, seed)
     head = ValueBaseline(task.L)
     head.load_state_dict(snapshot["value_head"])
     with mg.no_grad():
         learned = head(out.state).data
-    params = model.policy_parameters()
-    # the estimate is linear in the advantage: g_i = -a_i s_i - c h_i, so two passes give every row
-    score = -per_sample_policy_gradients(out.log_prob, np.ones(n), params)  # s_i = d log p_i
-    ent = -per_sample_policy_gradients(out.log_prob, np.zeros(n), params, out.entropy, 1.0)  # h_i = d H_i
+    # the estimate is linear in the advantage: g_i = -a_i s_i - c h_i, so two per-sample gradients give every row
+    score, ent = policy_scores(model, header, index)  # s_i = d log p_i, h_i = d H_i
     base = {"none": None, "moving_average": snapshot["moving_average"], "learned": learned}
     variances = [gradient_variance(-advantages(reward, base[r["baseline"]])[:, None] * score
                                    - r["entropy_coef"] * ent) for r in rows]
     rs, sc = reward[:, None] * score, score - score.mean(0)
     b_star = float(np.sum((rs - rs.mean(0)) * sc) / max(np.sum(sc * sc), 1e-30))
     return variances, gradient_variance((reward - b_star)[:, None] * score)
+
+
+def _checkpoint_rollouts(task, snapshot, n, seed):
+    """The hard reader of a checkpoint on n fresh items, in training mode: (model, header, out, reward, index),
+    index the cell each rollout sampled."""
+    mg.manual_seed(seed)
+    model = PointerReader(task.L, task.K, "hard")
+    model.load_state_dict(snapshot["state"])
+    header, cells, target = task.sample(n, np.random.default_rng(seed))
+    model.train()
+    state = mg.random.get_rng().bit_generator.state
+    out = model(header, cells)  # the same sampled reads for every row
+    mg.random.get_rng().bit_generator.state = state  # the draw again, on its own: which cell each read took
+    index = Categorical(logits=model.query(header) @ model.keys.T).sample().data
+    assert np.array_equal(index == header, out.hit)
+    return model, header, out, correct_reward(out.logits, target), index
+
+
+def _log_prob(params, header, index):
+    """One rollout's log-probability of the cell it read: log softmax(query[header] . keys)[index]."""
+    return mg.log_softmax(params["query"][header] @ params["keys"].T, -1)[index]
+
+
+def _entropy(params, header):
+    """The entropy of one rollout's read policy: -sum p log p."""
+    lp = mg.log_softmax(params["query"][header] @ params["keys"].T, -1)
+    return -(lp.exp() * lp).sum()
+
+
+def policy_scores(model, header, index):
+    """Per-sample d log p_i and d H_i (N, P) over the policy's parameters (query.weight, keys), flattened in
+    policy_parameters' order: vmap(grad) of the one-rollout functions, per_sample_policy_gradients' loop batched."""
+    params = {"query": model.query.weight, "keys": model.keys}
+    h, i = mg.tensor(np.asarray(header)), mg.tensor(np.asarray(index))
+
+    def flat(g):
+        return np.concatenate([g["query"].data.reshape(len(header), -1), g["keys"].data.reshape(len(header), -1)], 1)
+    score = vmap(grad(_log_prob), in_dims=(None, 0, 0))(params, h, i)
+    ent = vmap(grad(_entropy), in_dims=(None, 0))(params, h)
+    return flat(score).astype(np.float64), flat(ent).astype(np.float64)
 
 
 def add_flags(p):

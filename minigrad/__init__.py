@@ -22,6 +22,7 @@ from .tools.gradcheck import GradcheckError, gradcheck, gradgradcheck  # noqa: F
 from .tools.serialization import load, save  # noqa: F401
 from .tools.trace import Trace, trace  # noqa: F401
 from .tools.viz import draw_graph, print_graph  # noqa: F401
+from . import func  # noqa: F401,E402  (function transforms: mg.func.grad, jvp, vmap ...)
 from .jit import CompileError, CompileWarning, compile  # noqa: F401  (capture and replay: jit/)
 
 _sys.modules[__name__ + ".functional"] = functional  # `import minigrad.functional as F` works too (one module)

@@ -8,6 +8,7 @@ from .ops._args import _shape_arg
 from .tensor import Tensor
 
 _rng = np.random.default_rng()
+_batching = None  # while a vmap runs: its hook (func/vmap.py), so a random op follows vmap's randomness=
 
 
 def manual_seed(seed):
@@ -19,6 +20,8 @@ def manual_seed(seed):
 
 def get_rng():
     """The library's np.random.Generator (the one manual_seed reseeds)."""
+    if _batching is not None:  # a draw under vmap that vmap cannot batch: randomness= decides (error unless "same")
+        _batching("get_rng", None, (), False)
     return _rng
 
 
@@ -32,9 +35,17 @@ def draw(fn, *args):
     return out
 
 
+def _sample(op, fn, args, requires_grad=False):
+    """Tensor(draw(fn, *args)); under vmap, what its randomness= gives (a draw per example, one for all, or an
+    error naming op)."""
+    if _batching is not None:
+        return _batching(op, fn, args, requires_grad)
+    return Tensor(draw(fn, *args), requires_grad)
+
+
 def randn(*shape, requires_grad=False, dtype=None):
     """A Tensor of standard-normal samples of `shape` (default float dtype), as torch.randn."""
-    return Tensor(draw(_standard_normal, _shape_arg(shape), dtype or get_default_dtype()), requires_grad)
+    return _sample("randn", _standard_normal, (_shape_arg(shape), dtype or get_default_dtype()), requires_grad)
 
 
 def _standard_normal(shape, dtype):
@@ -43,7 +54,7 @@ def _standard_normal(shape, dtype):
 
 def rand(*shape, requires_grad=False, dtype=None):
     """A Tensor of uniform [0, 1) samples of `shape` (default float dtype), as torch.rand."""
-    return Tensor(draw(_uniform, _shape_arg(shape), dtype or get_default_dtype()), requires_grad)
+    return _sample("rand", _uniform, (_shape_arg(shape), dtype or get_default_dtype()), requires_grad)
 
 
 def _uniform(shape, dtype):
@@ -52,7 +63,7 @@ def _uniform(shape, dtype):
 
 def randint(low, high, shape):
     """An integer Tensor of `shape` drawn uniformly from [low, high), as torch.randint."""
-    return Tensor(draw(_integers, low, high, _shape_arg((shape,) if isinstance(shape, int) else (shape,))))
+    return _sample("randint", _integers, (low, high, _shape_arg((shape,) if isinstance(shape, int) else (shape,))))
 
 
 def _integers(low, high, shape):
@@ -64,7 +75,8 @@ def multinomial(probs, num_samples=1):
 
     The sample is a constant: it carries no gradient (REINFORCE differentiates log_prob instead).
     """
-    return Tensor(draw(_multinomial, probs.data if isinstance(probs, Tensor) else np.asarray(probs), num_samples))
+    p = probs.data if isinstance(probs, Tensor) else np.asarray(probs)
+    return _sample("multinomial", _multinomial, (p, num_samples))
 
 
 def _multinomial(p, num_samples):
@@ -84,7 +96,7 @@ def normal(mean, std):
     """A sample of N(mean, std^2) elementwise, as a constant tensor."""
     m = mean.data if isinstance(mean, Tensor) else np.asarray(mean)
     s = std.data if isinstance(std, Tensor) else np.asarray(std)
-    return Tensor(draw(_normal, m, s))
+    return _sample("normal", _normal, (m, s))
 
 
 def _normal(m, s):

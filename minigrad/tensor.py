@@ -28,6 +28,9 @@ class Tensor(Interop):
 
     def __init__(self, data, requires_grad=False, dtype=None):
         if isinstance(data, Tensor):
+            if type(data) is not Tensor and hasattr(data, "_levels"):  # vmap's BatchedTensor (func/_batched.py)
+                raise TypeError("Tensor(x) of a batched tensor under vmap would keep one example's values; use x "
+                                "itself, x.detach() or an op")
             data = data.data
         elif isinstance(data, (list, tuple)) and _holds_graph(data):
             raise TypeError("expected a Tensor (or numbers), got a list or tuple holding Tensors that require grad: "
@@ -334,8 +337,10 @@ _anomaly._attach(_set_tracer)  # anomaly mode (autograd/anomaly.py) sits below t
 _new = object.__new__  # Tensor.__new__, without the attribute lookup
 _ndarray = np.ndarray
 
+_transform = None  # a running minigrad.func transform (forward mode, func/forward.py), which make_node defers to
 
-def make_node(data, parents, backward, name, *, vjp=None, reference=None):
+
+def make_node(data, parents, backward, name, *, vjp=None, reference=None, jvp=None):
     """Wrap the array `data` as the output of op `name`: the one node builder, which every op uses.
 
     `parents` is a tuple of Tensors (the op's inputs). The node's gradient comes one of two ways:
@@ -348,7 +353,8 @@ def make_node(data, parents, backward, name, *, vjp=None, reference=None):
       op's plain form instead: `vjp` if given, else `reference(*inputs)` (Tensor ops) recomputed, else it
       raises naming the op (autograd/higher.py, ArrayBackward).
     The graph is recorded only when grad mode is on and some parent requires grad. `Function` wraps it in
-    the torch.autograd.Function style.
+    the torch.autograd.Function style. jvp: the op's tangent rule for forward mode (minigrad/func/forward.py),
+    for a kernel whose rule does not carry one (`vjp.jvp`), called with the constants `vjp` is bound with.
     """
     if backward is None:
         rule = vjp
@@ -356,12 +362,15 @@ def make_node(data, parents, backward, name, *, vjp=None, reference=None):
             raise TypeError(f"make_node: op {name!r} needs a backward closure or a vjp rule, got neither")
     else:
         rule = _higher.ArrayBackward(backward, vjp, reference, name)
-    if type(data) is not _ndarray:
-        data = np.asarray(data)
-    if _tracer is not None:  # minigrad.trace(), anomaly mode or a compile capture is recording: it sees the node
+    if _tracer is not None:  # minigrad.trace(), anomaly mode, a compile capture or a jvp is running: it sees the node
+        if _transform is not None:  # a jvp (func/forward.py, which sets a tracer too): it makes the node and its tangent
+            return _transform.node(data, parents, backward, name, vjp, reference, jvp)
+        data = data if type(data) is _ndarray else np.asarray(data)  # (the array the node will hold)
         rule = _tracer.node(data, parents, rule, name)
+        if isinstance(rule, Tensor):  # a transform (vmap, func/vmap.py) built the node itself: the op's output
+            return rule
     out = _new(Tensor)
-    out.data = data
+    out.data = data if type(data) is _ndarray else np.asarray(data)
     out.grad = None
     # grad mode is on unless some thread turned it off and this thread is one of them (a global read first:
     # the thread-local lookup costs several times more, on the hottest path there is)
@@ -415,7 +424,7 @@ def tensor(data, requires_grad=False, dtype=None):
     """Build a Tensor from a copy of data (as torch.tensor): arrays and NumPy scalars keep their dtype,
     Python numbers and lists take the default float dtype. See from_numpy for sharing memory."""
     if isinstance(data, Tensor):
-        data = data.data
+        data = Tensor(data).data  # (Tensor() refuses vmap's batched tensor, which would give one example)
     if isinstance(data, np.ndarray):
         data = data.copy()  # so an optimizer step never writes into the caller's array
     return Tensor(data, requires_grad=requires_grad, dtype=dtype)

@@ -11,10 +11,10 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for `benchmarks`
 
 from benchmarks import bench_chain, bench_mha, bench_mlp, bench_mlp_tiny, bench_long_attention  # noqa: E402
-from benchmarks import bench_local2d, bench_seq2seq, bench_transformer  # noqa: E402
+from benchmarks import bench_jvp, bench_local2d, bench_per_sample, bench_seq2seq, bench_transformer  # noqa: E402
 
 CASES = [(m, name) for m in (bench_mha, bench_mlp, bench_mlp_tiny, bench_chain, bench_long_attention, bench_seq2seq,
-                             bench_transformer, bench_local2d) for name in m.IMPL_NAMES]
+                             bench_transformer, bench_local2d, bench_jvp, bench_per_sample) for name in m.IMPL_NAMES]
 
 
 @pytest.mark.parametrize("module,impl", CASES, ids=[f"{m.__name__.split('.')[-1]}-{n}" for m, n in CASES])

@@ -5,6 +5,7 @@ import ast
 import fnmatch
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -27,6 +28,7 @@ LAYERS = [
     ("op families", ["minigrad.ops.*"]),
     ("ops namespace", ["minigrad.ops"]),
     ("factories", ["minigrad.creation", "minigrad.random"]),
+    ("function transforms", ["minigrad.func.*", "minigrad.func"]),
     ("tools on tensors", ["minigrad.tools.gradcheck", "minigrad.tools.serialization", "minigrad.tools.viz",
                           "minigrad.tools"]),
     ("nn", ["minigrad.nn.*"]),
@@ -285,3 +287,51 @@ def test_every_op_of_the_op_table_has_its_rule_in_its_own_family_file():
     x = mg.tensor([1.0, 2.0], requires_grad=True)  # the check can fail: a rule defined elsewhere (here)
     stray = mg.make_node(x.data * 2, (x,), None, "mul", vjp=lambda g, out, x: (2 * g,))
     assert _misplaced_rules(stray) == [f"mul: rule in {__name__}, op in minigrad.ops.arithmetic"]
+
+
+# ---- one tangent rule per op (forward mode), in the family file of its op ----------------------------------
+
+BY_PLAIN_FORM = {"layer_norm", "gru_cell"}  # kernels whose tangent is their plain form's (reference=), recomputed
+
+
+def _tangent_homes(fn, arrays, monkeypatch):
+    """{op: the module of the tangent rule its node used under jvp, or None where it had none} for fn's nodes."""
+    from minigrad.func import forward, jvp
+    homes, orig = {}, forward._tangent
+
+    def spy(ts, out, parents, name, vjp, reference, jv, k, levels):
+        found = forward._rule_of(vjp, jv)
+        rule = None if found is None else getattr(found[0], "func", found[0])
+        homes.setdefault(name, getattr(rule, "__module__", None) if rule is not None else None)
+        return orig(ts, out, parents, name, vjp, reference, jv, k, levels)
+    monkeypatch.setattr(forward, "_tangent", spy)
+    import minigrad as mg
+    jvp(fn, tuple(mg.tensor(a) for a in arrays), tuple(mg.tensor(np.ones_like(a)) for a in arrays))
+    return homes
+
+
+def _misplaced_tangents(homes):
+    return sorted(f"{op}: no tangent rule" if home is None else f"{op}: tangent rule in {home}, op in {_family_of(op)}"
+                  for op, home in homes.items()
+                  if (home is None and op not in BY_PLAIN_FORM) or
+                  (home is not None and home not in (_family_of(op), SHARED_RULES)))
+
+
+def test_every_op_of_the_op_table_has_a_tangent_rule_in_its_own_family_file(monkeypatch):
+    """Forward mode: every node an op-table row makes has a tangent rule (declared beside its gradient rule: the
+    rule's .jvp, or make_node's jvp= for a kernel, ops/_dual.py for shared ones), except the kernels that take
+    their tangent from their plain form; an op without one fails here."""
+    import minigrad as mg
+    from test_engine_ops import ROWS, inputs_for
+    offenders = set()
+    for r in ROWS:
+        offenders.update(_misplaced_tangents(_tangent_homes(r.fn, inputs_for(r), monkeypatch)))
+    assert sorted(offenders) == []
+    plain = lambda x: mg.make_node(x.data * 2, (x,), None, "mul", vjp=lambda g, out, x: (2 * g,),  # noqa: E731
+                                   jvp=lambda t, out, x: 2 * t[0])  # the check can fail: a rule defined here
+    assert _misplaced_tangents(_tangent_homes(plain, [np.ones(2)], monkeypatch)) == [
+        f"mul: tangent rule in {__name__}, op in minigrad.ops.arithmetic"]
+    with pytest.raises(RuntimeError, match="no tangent rule"):  # and an op with none
+        _tangent_homes(lambda x: mg.make_node(x.data, (x,), None, "exp", vjp=lambda g, out, x: (g,)), [np.ones(2)],
+                       monkeypatch)
+    assert _misplaced_tangents({"exp": None}) == ["exp: no tangent rule"]

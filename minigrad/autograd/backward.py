@@ -20,17 +20,20 @@ def _freed(g, *rest, **kw):
                        "call backward(retain_graph=True) the first time to go through it twice")
 
 
-def saves(*what, in_place=False, forward=None):
+def saves(*what, in_place=False, forward=None, jvp=None):
     """Declare a gradient rule's contract: what it reads of its node, "out" and/or "inputs" (none: it reads only
     g, as add's), for the version check (versions.py; a rule without this reads everything), and in_place=True
     if it takes `owned=True`: g is then a buffer the engine made and no one else holds, which it may write into
     (run_backward passes it; create_graph never does). forward: the op's array forward, forward(*constants,
-    *inputs) with the rule's bound constants, which minigrad.compile's tape replays (docs/compile.md).
+    *inputs) with the rule's bound constants, which minigrad.compile's tape replays (docs/compile.md). jvp: the
+    op's tangent rule, jvp(*constants, t, out, *inputs), for forward mode (minigrad/func/forward.py).
     Returns a decorator that records them on the rule."""
     def mark(rule):
         rule.saved, rule.in_place = frozenset(what), in_place
         if forward is not None:
             rule.forward = forward
+        if jvp is not None:
+            rule.jvp = jvp
         return rule
     return mark
 

@@ -8,7 +8,7 @@ from ..autograd.backward import saves
 from ..dtypes import get_default_dtype
 from ..ops import (gelu, layer_norm, linear, log_softmax, relu, sigmoid, softmax,  # noqa: F401
                    softplus, tanh)
-from ..random import draw, get_rng
+from ..random import _sample, get_rng
 from ..ops import _dual, as_tensor
 from ..ops._args import class_rows
 from ..tensor import Tensor, make_node
@@ -25,7 +25,7 @@ def silu(x):
 def leaky_relu(x, negative_slope=0.01):
     """Elementwise x if x > 0 else negative_slope * x, as torch's leaky_relu (built from where)."""
     x = ops.as_tensor(x)
-    return ops.where(x.data > 0, x, x * negative_slope)
+    return ops.where(x > 0, x, x * negative_slope)  # (x > 0, not x.data > 0: under vmap the mask is per example)
 
 
 def dropout(x, p=0.5, training=True, rng=None):
@@ -38,7 +38,7 @@ def dropout(x, p=0.5, training=True, rng=None):
     if p == 1.0:
         return x * 0.0
     if rng is None:  # minigrad's generator: a draw a compiled step repeats on every replay (random.draw)
-        return x * Tensor(draw(_dropout_scale, x.shape, p, x.dtype))
+        return x * _sample("dropout", _dropout_scale, (x.shape, p, x.dtype))
     keep = rng.random(x.shape) >= p  # a constant mask: no gradient of its own
     return x * Tensor((keep / (1 - p)).astype(x.dtype))
 
@@ -237,7 +237,7 @@ def binary_cross_entropy_with_logits(input, target, weight=None, reduction="mean
 _BCE_EPS = float(np.float32(1e-12))  # torch's EPSILON is a C float 1e-12 (9.99999996e-13), also in float64
 
 
-@saves("inputs")
+@saves("inputs", jvp=lambda tan, out, p, t: _dual.diagonal_jvp(_bce_vjp)(tan, out, p, t))  # elementwise
 def _bce_vjp(g, out, p, t, need=(True, True)):
     """d/dp = (p - t) / max(p (1 - p), eps), the clamped denominator torch uses; d/dt = log q - log p, each log
     clamped at -100 as in the forward (on arrays or Tensors, so create_graph differentiates it)."""
@@ -279,7 +279,7 @@ def kl_div(input, target, reduction="mean", log_target=False):
         loss = ops.exp(target) * (target - input)
     else:
         # x log x -> 0 as x -> 0 (xlogy), so zero targets add nothing; a negative or NaN target gives NaN (torch)
-        pos = target.data > 0
+        pos = target > 0  # (a tensor comparison: under vmap, each example's own)
         safe = ops.where(pos, target, 1.0)
         loss = ops.where(pos, target * (ops.log(safe) - input), 0.0)
         bad = ~(target.data >= 0)
@@ -312,7 +312,7 @@ def huber_loss(input, target, reduction="mean", delta=1.0):
         raise ValueError(f"huber_loss: delta must be positive, got {delta}")
     d = input - target
     ad = ops.abs(d)
-    small = ad.data < delta
+    small = ad < delta  # (a tensor comparison: under vmap, each example's own)
     return _reduce(ops.where(small, 0.5 * d * d, delta * (ad - 0.5 * delta)), reduction, "huber_loss")
 
 
@@ -325,5 +325,5 @@ def smooth_l1_loss(input, target, reduction="mean", beta=1.0):
     ad = ops.abs(d)
     if beta == 0:
         return _reduce(ad, reduction, "smooth_l1_loss")
-    small = ad.data < beta
+    small = ad < beta
     return _reduce(ops.where(small, (0.5 / beta) * d * d, ad - 0.5 * beta), reduction, "smooth_l1_loss")

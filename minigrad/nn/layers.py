@@ -60,8 +60,8 @@ class Embedding(Module):
                              f"got range [{i.min()}, {i.max()}]")
         out = self.weight[i]
         if self.padding_idx is not None:  # the padding row's value, as a constant: no gradient reaches it
-            pad = (i == self.padding_idx)[..., None]
-            out = ops.where(pad, Tensor(out.data), out)
+            pad = (idx == self.padding_idx if isinstance(idx, Tensor) else Tensor(i == self.padding_idx)).unsqueeze(-1)
+            out = ops.where(pad, out.detach(), out)
         return out
 
     def extra_repr(self):

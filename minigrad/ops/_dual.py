@@ -10,17 +10,34 @@ import numpy as np
 from ..autograd.backward import saves
 from ..fast import blas
 from ..tensor import Tensor
+from ._args import class_rows
 
 
-@saves()
+def identity_jvp(t, out, x):
+    """The tangent rule of every op whose tangent is the input's (x + c, clone, expand ...)."""
+    return t[0]
+
+
+@saves(jvp=identity_jvp)
 def identity_vjp(g, out, x):
     """The rule of every op whose gradient is g itself (x + c, clone, expand ...)."""
     return (g,)
 
 
-@saves()
+def zero_jvp(t, out, *xs):
+    """The tangent rule of the piecewise-constant ops: slope 0, so no tangent (None)."""
+    return None
+
+
+@saves(jvp=zero_jvp)
 def zero_vjp(g, out, *xs, need=None):
     """The rule of the piecewise-constant ops (rounding, sign, floor division): slope 0."""
+    return [zeros_like(g) for _ in xs]
+
+
+@saves(jvp=lambda c, t, out, *xs: None)
+def zero_vjp_with(c, g, out, *xs, need=None):
+    """zero_vjp, bound with the op's constant c (round's decimals), which vmap's batching rule reads."""
     return [zeros_like(g) for _ in xs]
 
 
@@ -92,3 +109,73 @@ def rowsum(x):
 def rowdot(a, b):
     """(a * b).sum(axis=-1, keepdims=True), without the product's temporary for arrays (fast/blas.py)."""
     return (a * b).sum(axis=-1, keepdims=True) if isinstance(a, Tensor) or isinstance(b, Tensor) else blas.rowdot(a, b)
+
+
+# ---- for tangent rules (forward mode, minigrad/func/forward.py) --------------------------------------
+
+
+def tangent_sum(*terms):
+    """The sum of the terms that are not None, None if all are: a tangent rule's sum over its inputs, where an
+    input without a tangent adds nothing (and costs nothing)."""
+    total = None
+    for t in terms:
+        if t is not None:
+            total = t if total is None else total + t
+    return total
+
+
+def diagonal_jvp(vjp, nconst=0):
+    """The tangent rule of an elementwise op from its gradient rule `vjp` (which has `nconst` bound constants): the
+    op's Jacobian is diagonal after broadcasting, so J v is the gradient rule with v in g's place, summed over the
+    inputs that have a tangent. For ops whose rule already handles the hard places (pow at 0, clamp's bounds)."""
+    def jvp(*args):
+        consts, t, out, xs = args[:nconst], args[nconst], args[nconst + 1], args[nconst + 2:]
+        terms = []
+        for i, ti in enumerate(t):
+            if ti is not None:
+                if len(xs) == 1:
+                    terms.append(vjp(*consts, ti, out, *xs)[0])
+                else:
+                    terms.append(vjp(*consts, ti, out, *xs, need=tuple(j == i for j in range(len(xs))))[i])
+        return tangent_sum(*terms)
+    jvp.__name__ = vjp.__name__.replace("_vjp", "_jvp")
+    jvp.__doc__ = f"The tangent rule of {vjp.__name__}'s op: diagonal_jvp({vjp.__name__}, {nconst})."
+    return jvp
+
+
+def filled(t, xs):
+    """The tangents t of the inputs xs with zeros (arrays) for the inputs that have none (for concat, stack)."""
+    return [np.zeros(x.shape, x.dtype) if ti is None else ti for ti, x in zip(t, xs)]
+
+
+# ---- the tangent rules of fused kernels (fused.py), which their make_node or rule names -----------------
+
+
+def linear_jvp(t, out, x, weight, bias=None):
+    """linear's tangent (fused.py): d(x W^T + b) = dx W^T + x dW^T + db."""
+    return tangent_sum(None if t[0] is None else t[0] @ permute(weight, (1, 0)),
+                       None if t[1] is None else x @ permute(t[1], (1, 0)), t[2] if len(t) > 2 else None)
+
+
+def log_softmax_jvp(axis, t, out, x):
+    """log_softmax's tangent (fused.py): dx - sum(softmax dx)."""
+    return t[0] - (exp(out) * t[0]).sum(axis=axis, keepdims=True)
+
+
+def ce_jvp(target, ignore_index, eps, reduction, t, out, logits):
+    """cross_entropy's tangent: per row whose target is not ignored, sum over the classes of (softmax - (1 - eps)
+    onehot - eps / C) dx; summed, or over their count for 'mean' (the slopes its rule _cross_entropy_vjp sends)."""
+    rows, dx, tr = class_rows(logits), class_rows(t[0]), target.reshape(-1)
+    valid = tr != ignore_index
+    aim = np.zeros(rows.shape, rows.dtype)
+    aim[np.arange(len(tr))[valid], tr[valid]] = 1 - eps
+    aim += eps / rows.shape[1]
+    if isinstance(rows, Tensor):
+        p = rows.softmax(axis=-1)
+    else:
+        p = np.exp(rows - rows.max(axis=-1, keepdims=True))
+        p /= p.sum(axis=-1, keepdims=True)
+    per_row = ((p - aim) * dx).sum(axis=-1) * valid.astype(rows.dtype)
+    if reduction == "none":
+        return per_row.reshape(target.shape)
+    return per_row.sum() / max(int(valid.sum()), 1) if reduction == "mean" else per_row.sum()

@@ -18,7 +18,7 @@ from ..autograd.backward import saves
 from ..dtypes import floating, promote, wrap_int
 from ..tensor import Tensor, make_node
 from ._args import _F64, _binary, _scalar, _shapes_broadcast, _with_scalar, as_tensor
-from ._dual import log, value, where, zero_vjp, zeros_like
+from ._dual import diagonal_jvp, log, tangent_sum, value, where, zero_vjp, zeros_like
 
 # the ops of this file: minigrad.ops (and minigrad) export __all__; Tensor gets METHODS as methods
 __all__ = ("add", "sub", "mul", "div", "pow", "neg", "floor_divide", "remainder")
@@ -27,7 +27,7 @@ METHODS = ("pow", "floor_divide", "remainder")
 # ---- elementwise arithmetic --------------------------------------------------------------------
 
 
-@saves(forward=np.add)
+@saves(jvp=lambda t, out, a, b: tangent_sum(*t), forward=np.add)  # tangent: d(a + b) = da + db
 def _add_vjp(g, out, a, b, need=(True, True)):  # d(a + b) = (g, g)
     return g, g
 
@@ -61,19 +61,26 @@ def _with_number(f, x, s):
     return out
 
 
-@saves(forward=lambda s, x: _with_number(np.add, x, s))  # (the number s is bound for the forward alone)
+def _shift_jvp(s, t, out, x):  # d(x + c) = d(x - c) = dx
+    return t[0]
+
+
+@saves(forward=lambda s, x: _with_number(np.add, x, s), jvp=_shift_jvp)  # (the number s: for the forward alone)
 def _add_number_vjp(s, g, out, x):  # d(x + c) = g
     return (g,)
 
 
-@saves(forward=lambda s, x: _with_number(np.subtract, x, s))
+@saves(forward=lambda s, x: _with_number(np.subtract, x, s), jvp=_shift_jvp)
 def _sub_number_vjp(s, g, out, x):  # d(x - c) = g
     return (g,)
 
 
-@saves(forward=np.subtract)
+@saves(jvp=lambda t, out, a, b: tangent_sum(t[0], None if t[1] is None else -t[1]))  # tangent: d(a - b) = da - db
 def _sub_vjp(g, out, a, b, need=(True, True)):  # d(a - b) = (g, -g)
     return g, (-g if need[1] else None)
+
+
+_sub_vjp.forward = np.subtract
 
 
 def sub(a, b):
@@ -101,12 +108,12 @@ def _rsub_number(s, x):
         return wrap_int(s, x.dtype) - x
 
 
-@saves(forward=_rsub_number)
+@saves(forward=_rsub_number, jvp=lambda s, t, out, x: -t[0])  # tangent: d(c - x) = -dx
 def _rsub_number_vjp(s, g, out, x):  # d(c - x) = -g
     return (-g,)
 
 
-@saves(in_place=True, forward=np.negative)
+@saves(in_place=True, jvp=lambda t, out, x: -t[0], forward=np.negative)  # tangent: d(-x) = -dx
 def _neg_vjp(g, out, x, owned=False):  # d(-x) = -g; in g's own buffer when the engine owns it
     return (np.negative(g, out=g) if owned else -g,)
 
@@ -117,12 +124,16 @@ def neg(a):
     return make_node(-a.data, (a,), None, "neg", vjp=_neg_vjp)
 
 
-@saves("inputs", forward=np.multiply)
+def _mul_jvp(t, out, a, b):  # d(ab) = da b + a db
+    return tangent_sum(None if t[0] is None else t[0] * b, None if t[1] is None else a * t[1])
+
+
+@saves("inputs", jvp=_mul_jvp, forward=np.multiply)
 def _mul_vjp(g, out, a, b, need=(True, True)):  # d(ab) = (g b, g a)
     return (g * b if need[0] else None), (g * a if need[1] else None)
 
 
-@saves(in_place=True, forward=lambda s, x: x * s)
+@saves(in_place=True, jvp=lambda s, t, out, x: t[0] * s, forward=lambda s, x: x * s)  # tangent: d(x s) = dx s
 def _scale_vjp(s, g, out, x, owned=False):  # d(x s) = g s, s a number; in g's own buffer when the engine owns it
     if owned and g.dtype.kind == "f" and type(s) is not complex:
         g *= s
@@ -154,7 +165,7 @@ def mul(a, b):
     return make_node(_binary("mul", a, b, np.multiply), (a, b), None, "mul", vjp=_mul_vjp)
 
 
-@saves(in_place=True, forward=lambda s, x: floating(x) / s)
+@saves(in_place=True, jvp=lambda s, t, out, x: t[0] / s)  # tangent: d(x / s) = dx / s
 def _div_scalar_vjp(s, g, out, x, owned=False):  # d(x / s) = g / s; in g's own buffer when the engine owns it
     if owned and g.dtype.kind == "f" and type(s) is not complex:
         g /= s
@@ -162,7 +173,14 @@ def _div_scalar_vjp(s, g, out, x, owned=False):  # d(x / s) = g / s; in g's own 
     return (g / s,)
 
 
-@saves("out", "inputs", forward=np.divide)
+_div_scalar_vjp.forward = lambda s, x: floating(x) / s  # noqa: E731
+
+
+def _div_jvp(t, out, a, b):  # d(a / b) = da / b - out db / b
+    return tangent_sum(None if t[0] is None else t[0] / b, None if t[1] is None else -(t[1] * out / b))
+
+
+@saves("out", "inputs", jvp=_div_jvp, forward=np.divide)
 def _div_vjp(g, out, a, b, need=(True, True)):  # d(a / b) = (g / b, -g a / b^2) = (g / b, -g out / b)
     ga = g / b
     return (ga if need[0] else None), (-ga * out if need[1] else None)
@@ -179,8 +197,15 @@ def div(a, b):
     return make_node(_binary("div", a, b, np.divide), (a, b), None, "div", vjp=_div_vjp)
 
 
-def _rdiv_vjp(g, out, x):  # d(c / x) = -g c / x^2 = -g out / x
+def _rdiv_jvp(s, t, out, x):  # d(c / x) = -out dx / x
+    return -t[0] * out / x
+
+
+def _rdiv_vjp(s, g, out, x):  # d(c / x) = -g c / x^2 = -g out / x (c = s, bound for vmap's rule)
     return (-g * out / x,)
+
+
+_rdiv_vjp.jvp = _rdiv_jvp
 
 
 def rdiv(a, b):
@@ -188,7 +213,7 @@ def rdiv(a, b):
     s = _scalar(b)
     if s is None:
         return div(as_tensor(b), a)
-    return make_node(s / floating(a.data), (a,), None, "rdiv", vjp=_rdiv_vjp)
+    return make_node(s / floating(a.data), (a,), None, "rdiv", vjp=partial(_rdiv_vjp, s))
 
 
 def _pow_scalar(s, x):
@@ -199,13 +224,21 @@ def _pow_scalar(s, x):
     return x * x if s == 2 else np.ones_like(x) if s == 0 else x ** s  # (x^2 without np.power)
 
 
-@saves("inputs", forward=_pow_scalar)
+def _pow_scalar_jvp(s, t, out, x):  # d x^s = s x^(s-1) dx (x^0: none)
+    return None if s == 0 else _pow_scalar_vjp(s, t[0], out, x)[0]  # (diagonal: the gradient rule with dx as g)
+
+
+@saves("inputs", forward=_pow_scalar, jvp=_pow_scalar_jvp)
 def _pow_scalar_vjp(s, g, out, x):  # d x^s = s x^(s-1); x^2 without pow, and x^0's slope 0 (not 0 * inf at 0)
     if s == 2:
         return (2.0 * g * x,)
     if s == 0:
         return (zeros_like(g),)
     return (g * s * x ** (s - 1),)
+
+
+def _pow_jvp(t, out, a, b):  # d a^b = b a^(b-1) da + a^b log a db: diagonal, so the gradient rule's
+    return diagonal_jvp(_pow_vjp)(t, out, a, b)
 
 
 def _pow_vjp(g, out, a, b, need=(True, True)):  # d a^b = (b a^(b-1), a^b log a)
@@ -216,6 +249,9 @@ def _pow_vjp(g, out, a, b, need=(True, True)):  # d a^b = (b a^(b-1), a^b log a)
         if need[1]:  # where a <= 0, log a counts as -inf if b < 0 (0^b = inf there, as torch), else 0
             gb = g * out * where(a > 0, log(where(a > 0, a, 1)), np.where(value(b) < 0, -np.inf, 0))
     return ga, gb
+
+
+_pow_vjp.jvp = _pow_jvp
 
 
 def pow(a, b):
@@ -230,8 +266,15 @@ def pow(a, b):
     return make_node(_binary("pow", a, b, np.power), (a, b), None, "pow", vjp=_pow_vjp)
 
 
+def _rpow_jvp(s, t, out, x):  # d c^x = c^x log c dx
+    return t[0] * out * math.log(s)
+
+
 def _rpow_vjp(s, g, out, x):  # d c^x = c^x log c
     return (g * out * math.log(s),)
+
+
+_rpow_vjp.jvp = _rpow_jvp
 
 
 def rpow(a, b):
@@ -265,7 +308,11 @@ def floor_divide(a, b):
     return make_node(out, (a, b), None, "floor_divide", vjp=zero_vjp)
 
 
-@saves("inputs")
+def _remainder_jvp(t, out, a, b):  # d(a - b floor(a/b)) = da - floor(a/b) db: diagonal
+    return diagonal_jvp(_remainder_vjp)(t, out, a, b)
+
+
+@saves("inputs", jvp=_remainder_jvp)
 def _remainder_vjp(g, out, a, b, need=(True, True)):  # d(a - b floor(a/b)) = (g, -floor(a/b) g), floor's slope 0
     if not need[1]:
         return g, None

@@ -29,7 +29,7 @@ METHODS = ("exp", "log", "sqrt", "abs", "tanh", "sigmoid", "relu", "gelu", "sin"
 # ---- elementwise functions ---------------------------------------------------------------------
 
 
-@saves("out", in_place=True, forward=lambda x: np.exp(floating(x)))
+@saves("out", in_place=True, forward=lambda x: np.exp(floating(x)), jvp=lambda t, out, x: t[0] * out)
 def _exp_vjp(g, out, x, owned=False):  # d e^x = e^x; in g's own buffer when the engine owns it
     return (np.multiply(g, out, out=g) if owned and g.dtype == out.dtype else g * out,)
 
@@ -40,7 +40,7 @@ def exp(a):
     return make_node(np.exp(floating(a.data)), (a,), None, "exp", vjp=_exp_vjp)
 
 
-@saves("inputs")
+@saves("inputs", jvp=lambda t, out, x: t[0] / x)  # tangent: dx / x
 def _log_vjp(g, out, x):  # d log x = 1 / x
     return (g / x,)
 
@@ -56,7 +56,7 @@ def log(a):
     return make_node(out, (a,), None, "log", vjp=_log_vjp)
 
 
-@saves("out")
+@saves("out", jvp=lambda t, out, x: t[0] * 0.5 / out)  # tangent: dx / (2 sqrt x)
 def _sqrt_vjp(g, out, x):  # d sqrt x = 1 / (2 sqrt x)
     return (g * 0.5 / out,)
 
@@ -70,7 +70,7 @@ def sqrt(a):
     return make_node(np.sqrt(x), (a,), None, "sqrt", vjp=_sqrt_vjp)
 
 
-@saves("inputs")
+@saves("inputs", jvp=lambda t, out, x: t[0] * _dual.sign(x))  # tangent: sign(x) dx
 def _abs_vjp(g, out, x):  # d |x| = sign(x), subgradient 0 at 0
     return (g * _dual.sign(x),)
 
@@ -81,7 +81,7 @@ def abs(a):
     return make_node(np.abs(a.data), (a,), None, "abs", vjp=_abs_vjp)
 
 
-@saves("out", in_place=True, forward=lambda x: np.tanh(floating(x)))
+@saves("out", in_place=True, forward=lambda x: np.tanh(floating(x)), jvp=lambda t, out, x: t[0] * (1 - out * out))
 def _tanh_vjp(g, out, x, owned=False):  # d tanh = 1 - tanh^2; in g's own buffer when the engine owns it
     d = 1 - out * out
     return (np.multiply(g, d, out=g) if owned and g.dtype == d.dtype else g * d,)
@@ -111,7 +111,7 @@ def _sigmoid(x):
     return out
 
 
-@saves("out", in_place=True, forward=lambda x: _sigmoid(floating(x)))
+@saves("out", in_place=True, forward=lambda x: _sigmoid(floating(x)), jvp=lambda t, out, x: t[0] * ((1 - out) * out))
 def _sigmoid_vjp(g, out, x, owned=False):  # d sigmoid = s (1 - s); in g's own buffer when the engine owns it
     d = (1 - out) * out
     return (np.multiply(g, d, out=g) if owned and g.dtype == d.dtype else g * d,)
@@ -123,7 +123,7 @@ def sigmoid(a):
     return make_node(_sigmoid(floating(a.data)), (a,), None, "sigmoid", vjp=_sigmoid_vjp)
 
 
-@saves("inputs", in_place=True, forward=lambda zero, x: np.maximum(x, zero))
+@saves("inputs", in_place=True, forward=lambda zero, x: np.maximum(x, zero), jvp=lambda z, t, out, x: t[0] * (x > z))
 def _relu_vjp(zero, g, out, x, owned=False):  # relu'(x) = 1 where x > 0, else 0 (relu'(0) = 0)
     return (np.multiply(g, x > zero, out=g) if owned else g * (x > zero),)
 
@@ -136,7 +136,7 @@ def relu(a):
     return make_node(np.maximum(x, zero), (a,), None, "relu", vjp=partial(_relu_vjp, zero))
 
 
-@saves("inputs")
+@saves("inputs", jvp=lambda t, out, x: _softplus_vjp(t[0], out, x)[0])  # tangent: sigmoid(x) dx
 def _softplus_vjp(g, out, x):  # d softplus = sigmoid
     return (g * (x.sigmoid() if isinstance(x, Tensor) else _sigmoid(x)),)
 
@@ -157,7 +157,7 @@ def _normal_pdf(x, _inv_sqrt_2pi=1 / math.sqrt(2 * math.pi)):
 
 def _normal_cdf(x):  # Phi(x) as a node (gelu's slope on Tensors), its rule phi(x)
     return make_node(0.5 * (1 + _erf(x.data / math.sqrt(2))), (x,), None, "normal_cdf",
-                     vjp=lambda g, out, x: (g * _normal_pdf(x),))
+                     vjp=lambda g, out, x: (g * _normal_pdf(x),), jvp=lambda t, out, x: t[0] * _normal_pdf(x))
 
 
 def _gelu_vjp(approximate, g, out, x):
@@ -169,6 +169,9 @@ def _gelu_vjp(approximate, g, out, x):
         return (g * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * (k * (1 + 3 * c * x * x))),)
     cdf = _normal_cdf(x) if isinstance(x, Tensor) else 0.5 * (1 + _erf(x / math.sqrt(2)))
     return (g * (cdf + x * _normal_pdf(x)),)
+
+
+_gelu_vjp.jvp = lambda approximate, t, out, x: _gelu_vjp(approximate, t[0], out, x)[0]  # diagonal: dx as g
 
 
 def gelu(a, approximate="none"):
@@ -202,7 +205,7 @@ def gelu(a, approximate="none"):
     return make_node(out.astype(x.dtype, copy=False), (a,), backward, "gelu", vjp=partial(_gelu_vjp, approximate))
 
 
-@saves()
+@saves(jvp=lambda c, t, out, a, b: _dual.diagonal_jvp(_where_vjp, 1)(c, t, out, a, b))  # diagonal
 def _where_vjp(c, g, out, a, b, need=(True, True)):  # the gradient flows to whichever side was picked
     zero = np.zeros((), g.dtype)
     return (_dual.where(c, g, zero) if need[0] else None, _dual.where(c, zero, g) if need[1] else None)
@@ -245,11 +248,11 @@ def masked_fill(a, mask, value):
         raise ValueError(f"masked_fill: mask {m.shape} does not broadcast with input {a.shape}") from None
     if out.shape != a.shape:
         raise ValueError(f"masked_fill: mask {m.shape} would broadcast input {a.shape} to {out.shape}")
-    return make_node(out, (a,), None, "masked_fill", vjp=partial(_masked_fill_vjp, m))
+    return make_node(out, (a,), None, "masked_fill", vjp=partial(_masked_fill_vjp, m, value))
 
 
-@saves()
-def _masked_fill_vjp(m, g, out, x):  # the filled places get no gradient
+@saves(jvp=lambda m, value, t, out, x: _masked_fill_vjp(m, value, t[0], out, x)[0])  # diagonal: dx as g
+def _masked_fill_vjp(m, value, g, out, x):  # the filled places get no gradient (value: for vmap's rule)
     return (_dual.where(m, np.zeros((), g.dtype), g),)
 
 
@@ -260,7 +263,7 @@ def astype(a, dtype):
     return make_node(a.data.astype(dtype), (a,), None, "astype", vjp=_astype_vjp)
 
 
-@saves()
+@saves(jvp=lambda t, out, x: t[0])  # tangent: dx (forward mode casts it to the output's dtype)
 def _astype_vjp(g, out, x):  # g cast back to the input's dtype
     return (g.astype(x.dtype),)
 
@@ -334,10 +337,11 @@ def _clamp_vjp(has_lo, has_hi, g, out, x, *bounds, need=None):  # 1 for x inside
     return grads
 
 
+_clamp_vjp.jvp = lambda has_lo, has_hi, t, out, *xs: _dual.diagonal_jvp(_clamp_vjp, 2)(has_lo, has_hi, t, out, *xs)
 clip = clamp
 
 
-@saves("inputs")
+@saves("inputs", jvp=lambda t, out, x: t[0] * _dual.cos(x))  # tangent: cos dx
 def _sin_vjp(g, out, x):  # d sin = cos
     return (g * _dual.cos(x),)
 
@@ -348,7 +352,7 @@ def sin(a):
     return make_node(np.sin(floating(a.data)), (a,), None, "sin", vjp=_sin_vjp)
 
 
-@saves("inputs")
+@saves("inputs", jvp=lambda t, out, x: -t[0] * _dual.sin(x))  # tangent: -sin dx
 def _cos_vjp(g, out, x):  # d cos = -sin
     return (-g * _dual.sin(x),)
 
@@ -370,7 +374,7 @@ def log1p(a):
     return make_node(out, (a,), None, "log1p", vjp=_log1p_vjp)
 
 
-@saves("inputs")
+@saves("inputs", jvp=lambda t, out, x: t[0] / (1 + x))  # tangent: dx / (1 + x)
 def _log1p_vjp(g, out, x):  # d log(1 + x) = 1 / (1 + x)
     return (g / (1 + x),)
 
@@ -381,7 +385,7 @@ def expm1(a):
     return make_node(np.expm1(floating(a.data)), (a,), None, "expm1", vjp=_expm1_vjp)
 
 
-@saves("out")
+@saves("out", jvp=lambda t, out, x: t[0] * (out + 1))  # tangent: e^x dx
 def _expm1_vjp(g, out, x):  # d (e^x - 1) = e^x
     return (g * (out + 1),)
 
@@ -403,7 +407,7 @@ ceil = _zero_grad_op(np.ceil, "ceil")
 def round(a, decimals=0):
     """Round half to even (as torch.round and NumPy); its gradient is zero everywhere."""
     a = as_tensor(a)
-    return make_node(np.round(a.data, decimals), (a,), None, "round", vjp=_dual.zero_vjp)
+    return make_node(np.round(a.data, decimals), (a,), None, "round", vjp=partial(_dual.zero_vjp_with, decimals))
 
 
 def _extremum(op, f, a, b):
@@ -418,7 +422,8 @@ def _extremum(op, f, a, b):
     return make_node(out, (a, b), None, op, vjp=partial(_extremum_vjp, op))
 
 
-@saves("inputs", forward=lambda op, a, b: getattr(np, op)(*promote(a, b)))  # op: "maximum" or "minimum"
+@saves("inputs", forward=lambda op, a, b: getattr(np, op)(*promote(a, b)),  # op: "maximum" or "minimum"
+       jvp=lambda op, t, out, a, b: _dual.diagonal_jvp(_extremum_vjp, 1)(op, t, out, a, b))  # diagonal
 def _extremum_vjp(op, g, out, a, b, need=(True, True)):  # to the chosen side; ties split it in half (as torch)
     ad, bd = _dual.value(a), _dual.value(b)
     if ad.dtype is not bd.dtype:

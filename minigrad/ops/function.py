@@ -63,6 +63,12 @@ class Function:
         """Map the output's gradient to one gradient per Tensor input (a subclass defines it)."""
         raise TypeError("Function subclasses must define backward(ctx, grad)")
 
+    @staticmethod
+    def jvp(ctx, *tangents):
+        """Forward mode (minigrad.func.jvp): the output's tangent from one tangent per Tensor input (arrays, zeros
+        for an input without one), as torch's Function.jvp (a subclass defines it; here an error)."""
+        raise NotImplementedError
+
     @classmethod
     def apply(cls, *args, **kwargs):
         """Run forward on the Tensors' arrays and return a Tensor whose backward calls cls.backward."""
@@ -107,6 +113,17 @@ class Function:
         return make_node(out, tensors, backward, cls.__name__, vjp=partial(_tensor_backward, cls, ctx, saved_from))
 
 
+def _function_jvp(cls, ctx, arrays, t, out, *inputs):
+    """A Function's tangent rule under forward mode: its jvp staticmethod on arrays (so forward mode sees through it
+    at one level, not nested), else an error naming it."""
+    if cls.jvp is Function.jvp:
+        raise RuntimeError(f"jvp: op '{cls.__name__}' (a minigrad.Function) has no tangent rule, so forward mode "
+                           f"cannot go through it; define its staticmethod jvp(ctx, *tangents) -> the output's tangent")
+    tangents = [np.zeros(x.shape, x.dtype) if ti is None else np.asarray(ti.data if isinstance(ti, Tensor) else ti)
+                for ti, x in zip(t, inputs)]
+    return np.asarray(cls.jvp(ctx, *tangents))
+
+
 def _tensor_backward(cls, ctx, arrays, g, out, *inputs, need=None):
     """A Function's rule under create_graph: its register_vjp rule, or its own backward with Tensors (each saved
     array that was an input or the output replaced by that Tensor), else an error naming it."""
@@ -125,6 +142,9 @@ def _tensor_backward(cls, ctx, arrays, g, out, *inputs, need=None):
     ctx2.saved_tensors = tuple(as_tensor.get(id(a), a) for a in ctx.saved_tensors)
     grads = cls.backward(ctx2, g)
     return grads if isinstance(grads, (tuple, list)) else (grads,)
+
+
+_tensor_backward.jvp = _function_jvp
 
 
 def _broadcasts(shape, target):

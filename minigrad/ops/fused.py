@@ -15,7 +15,7 @@ from ..dtypes import floating
 from ..fast.blas import arange, colsum, const, rowdot, rowmax, rowsum
 from ..tensor import Tensor, make_node
 from ._args import _all_finite, _axis, _norm_axes, as_tensor, class_rows, from_rows, weight_bias
-from ._dual import exp as _exp, rowdot as _rowdot, rowsum as _rowsum
+from ._dual import ce_jvp, exp as _exp, linear_jvp, log_softmax_jvp, rowdot as _rowdot, rowsum as _rowsum
 from .elementwise import _sigmoid, sigmoid, tanh
 from .linalg import matmul
 from .reduce import _lse, logsumexp, mean
@@ -57,7 +57,7 @@ def _softmax_forward(axis, x):
     return out
 
 
-@saves("out", in_place=True, forward=_softmax_forward)
+@saves("out", in_place=True, forward=_softmax_forward, jvp=lambda axis, t, out, x: _softmax_vjp(axis, t[0], out, x)[0])
 def _softmax_vjp(axis, g, out, x, owned=False):  # d softmax: y (g - sum(g y)); in g's own buffer when it may
     s = _rowdot(g, out) if axis is not None and axis == out.ndim - 1 else (g * out).sum(axis=axis, keepdims=True)
     if owned and g.dtype == out.dtype:
@@ -79,7 +79,7 @@ def log_softmax_reference(x, axis=-1):
     return x - logsumexp(x, axis, keepdims=True)
 
 
-@saves("out", forward=lambda axis, x: floating(x) - _lse(floating(x), axis))
+@saves("out", forward=lambda axis, x: floating(x) - _lse(floating(x), axis), jvp=log_softmax_jvp)
 def _log_softmax_vjp(axis, g, out, x):  # d log_softmax: g - softmax * sum(g)
     last = axis is not None and axis == out.ndim - 1
     return (g - _exp(out) * (_rowsum(g) if last else g.sum(axis=axis, keepdims=True)),)
@@ -133,7 +133,7 @@ def linear(x, weight, bias=None):
         raise ValueError(f"linear: bias of shape ({w.shape[0]},) expected, got {bias.shape}")
     parents = (x, weight) if bias is None else (x, weight, bias)
     out, backward = _linear_arrays([p.requires_grad for p in parents], xd, w, None if bias is None else bias.data)
-    return make_node(out, parents, backward, "linear", reference=linear_reference)
+    return make_node(out, parents, backward, "linear", reference=linear_reference, jvp=linear_jvp)
 
 
 def _linear_arrays(need, xd, w, b=None):
@@ -179,7 +179,7 @@ def cross_entropy(logits, target, ignore_index=-100, label_smoothing=0.0, reduct
     t = target.data if isinstance(target, Tensor) else np.asarray(target)
     out, backward = _cross_entropy_arrays(None, t, ignore_index, label_smoothing, reduction, logits.data)
     return make_node(out, (logits,), backward, "cross_entropy",  # out keeps the logits' dtype (weak scalars)
-                     vjp=partial(_cross_entropy_vjp, t, ignore_index, label_smoothing, reduction))
+                     vjp=partial(_cross_entropy_vjp, t, ignore_index, label_smoothing, reduction), jvp=ce_jvp)
 
 
 def _cross_entropy_arrays(need, t, ignore_index, eps, reduction, x):

@@ -121,7 +121,12 @@ def getitem(a, index):
     return make_node(out, (a,), None, "getitem", vjp=partial(_getitem_vjp, index, advanced, None))
 
 
-@saves(forward=lambda index, advanced, inv, x: (
+def _getitem_jvp(index, advanced, inv, t, out, x):  # dx at the indexed places (then torch's placement)
+    d = _index_take(t[0], index, advanced) if isinstance(t[0], Tensor) else t[0][index]
+    return d if inv is None else _dual.permute(d, tuple(int(i) for i in np.argsort(inv)))
+
+
+@saves(jvp=_getitem_jvp, forward=lambda index, advanced, inv, x: (
     x[index] if inv is None else x[index].transpose(tuple(int(i) for i in np.argsort(inv)))))
 def _getitem_vjp(index, advanced, inv, g, out, x):
     """g back at the indexed places (added up where an integer index repeats); inv: torch's placement of the
@@ -143,7 +148,12 @@ def _index_scatter(g, index, shape, repeats):
     return make_node(data, (g,), None, "index_scatter", vjp=partial(_index_scatter_vjp, index, repeats))
 
 
-@saves()
+def _index_scatter_jvp(index, repeats, t, out, x):  # linear: dx scattered the same way
+    return _scatter(t[0], index, out.shape, repeats) if isinstance(t[0], Tensor) else \
+        Scatter(index, t[0], repeats).dense(out.shape, t[0].dtype)
+
+
+@saves(jvp=_index_scatter_jvp)
 def _index_scatter_vjp(index, repeats, g, out, x):  # the places it wrote to, read back
     return (_index_take(g, index, repeats) if isinstance(g, Tensor) else g[index],)
 
@@ -153,7 +163,11 @@ def _index_take(h, index, repeats):
     return make_node(h.data[index], (h,), None, "index_take", vjp=partial(_index_take_vjp, index, repeats))
 
 
-@saves()
+def _index_take_jvp(index, repeats, t, out, x):  # linear: dx read at the same places
+    return _index_take(t[0], index, repeats) if isinstance(t[0], Tensor) else t[0][index]
+
+
+@saves(jvp=_index_take_jvp)
 def _index_take_vjp(index, repeats, g, out, x):
     return (_scatter(g, index, x.shape, repeats),)
 
@@ -186,7 +200,11 @@ def gather(a, axis, index):
     return make_node(a.data[where], (a,), None, "gather", vjp=partial(_gather_vjp, where))
 
 
-@saves()
+def _gather_jvp(where, t, out, x):  # dx at the gathered places
+    return _index_take(t[0], where, True) if isinstance(t[0], Tensor) else t[0][where]
+
+
+@saves(jvp=_gather_jvp)
 def _gather_vjp(where, g, out, x):  # g back at the places each entry came from (repeats add up)
     return (_scatter(g, where, x.shape, True),)
 

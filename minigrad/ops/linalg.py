@@ -23,7 +23,11 @@ def _mm(x, y):
     return x * y if x.shape[-1] == 1 else x @ y
 
 
-@saves("inputs", forward=lambda a, b: np.matmul(*promote(a, b)) if a.dtype is not b.dtype else a @ b)
+def _matmul_jvp(t, out, a, b):  # d(A B) = dA B + A dB
+    return _dual.tangent_sum(None if t[0] is None else t[0] @ b, None if t[1] is None else a @ t[1])
+
+
+@saves("inputs", jvp=_matmul_jvp, forward=lambda a, b: np.matmul(*promote(a, b)) if a.dtype is not b.dtype else a @ b)
 def _matmul_vjp(g, out, a, b, need=(True, True)):  # d(A B) = (g B^T, A^T g), vectors promoted to matrices and back
     if a.ndim == 2 and b.ndim == 2:  # two matrices (x @ W, say): the shortest path
         return (_mm(g, b.T) if need[0] else None), (_mm(a.T, g) if need[1] else None)
@@ -114,7 +118,13 @@ def _einsum_diagonal(t, s, subscripts):
     return t[tuple(np.arange(sizes[c]).reshape([-1 if d == c else 1 for d in u]) for c in s)], u
 
 
-@saves("inputs")
+def _einsum_jvp(ins, out_sub, t, out, *xs):  # multilinear: one einsum per input with a tangent, in its place
+    spec = ",".join(ins) + "->" + out_sub
+    run = einsum if any(isinstance(v, Tensor) for v in t + xs) else np.einsum
+    return _dual.tangent_sum(*[None if ti is None else run(spec, *xs[:i], ti, *xs[i + 1:]) for i, ti in enumerate(t)])
+
+
+@saves("inputs", jvp=_einsum_jvp)
 def _einsum_vjp(ins, out_sub, g, out, *xs, need=None):  # d/dX_i: contract g with every other operand onto X_i's indices
     tensors = isinstance(g, Tensor)
     grads = []
@@ -165,7 +175,7 @@ def _tri(op, f, a, diagonal):
     return make_node(np.where(keep, a.data, 0).astype(a.dtype, copy=False), (a,), None, op, vjp=partial(_tri_vjp, keep))
 
 
-@saves()
+@saves(jvp=lambda keep, t, out, x: t[0] * keep)  # tangent: dx's same triangle
 def _tri_vjp(keep, g, out, x):  # the gradient keeps the same triangle
     return (g * keep,)
 

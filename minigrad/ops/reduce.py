@@ -43,9 +43,20 @@ def _expand_back(g, shape, axes, keepdims):
     return _dual.expand(_keep(g, axes, keepdims), shape)
 
 
-@saves(forward=lambda axes, keepdims, x: x.sum(axis=axes, keepdims=keepdims))
+def _by_slope(vjp, consts, axes, keepdims, t, out, x):
+    """A reduction's tangent from its gradient rule: the rule with g = 1 gives each entry's slope d out / d x_i;
+    the tangent is sum(slope * dx) over the reduced axes (var, std, max, prod, norm ... share it)."""
+    o = _keep(out, axes, keepdims)
+    slope = vjp(*consts, np.ones(o.shape, o.dtype), o, x)[0]
+    return (slope * t[0]).sum(axis=axes, keepdims=keepdims)
+
+
+@saves(jvp=lambda axes, keepdims, t, out, x: t[0].sum(axis=axes, keepdims=keepdims))  # tangent: d sum x = sum dx
 def _sum_vjp(axes, keepdims, g, out, x):  # g copied to every summand
     return (_expand_back(g, x.shape, axes, keepdims),)
+
+
+_sum_vjp.forward = lambda axes, keepdims, x: x.sum(axis=axes, keepdims=keepdims)  # noqa: E731
 
 
 def sum(a, axis=None, keepdims=False, dim=None):
@@ -56,7 +67,11 @@ def sum(a, axis=None, keepdims=False, dim=None):
                      vjp=partial(_sum_vjp, axes, keepdims))
 
 
-@saves(forward=lambda axes, keepdims, n, x: floating(x).mean(axis=axes, keepdims=keepdims))
+def _mean_jvp(axes, keepdims, n, t, out, x):  # d mean x = sum dx / n
+    return t[0].sum(axis=axes, keepdims=keepdims) / n
+
+
+@saves(forward=lambda axes, keepdims, n, x: floating(x).mean(axis=axes, keepdims=keepdims), jvp=_mean_jvp)
 def _mean_vjp(axes, keepdims, n, g, out, x):  # g / n to every entry
     return (_expand_back(g / n, x.shape, axes, keepdims),)
 
@@ -75,7 +90,11 @@ def mean(a, axis=None, keepdims=False, dim=None):
                      vjp=partial(_mean_vjp, axes, keepdims, n))
 
 
-@saves("inputs")
+def _var_jvp(axes, keepdims, dof, t, out, x):  # d var = 2 sum((x - mean) dx) / (n - c)
+    return ((x - x.mean(axis=axes, keepdims=True)) * t[0]).sum(axis=axes, keepdims=keepdims) * (2.0 / dof)
+
+
+@saves("inputs", jvp=_var_jvp)
 def _var_vjp(axes, keepdims, dof, g, out, x):  # d var = 2 (x - mean) / (n - c)
     return (_expand_back(g, x.shape, axes, keepdims) * (x - x.mean(axis=axes, keepdims=True)) * (2.0 / dof),)
 
@@ -113,7 +132,11 @@ def _extreme(op, reduce, a, axis, keepdims, dim):
                      (a,), None, op, vjp=partial(_extreme_vjp, axes, keepdims))
 
 
-@saves("out", "inputs")
+def _extreme_jvp(axes, keepdims, t, out, x):  # the mean tangent of the entries that reach the extreme
+    return _by_slope(_extreme_vjp, (axes, True), axes, keepdims, t, out, x)
+
+
+@saves("out", "inputs", jvp=_extreme_jvp)
 def _extreme_vjp(axes, keepdims, g, out, x):  # ties share the gradient equally (as torch.amax): the sum is exact
     xd, od = _dual.value(x), _keep(_dual.value(out), axes, keepdims)
     hit = xd == od
@@ -143,6 +166,8 @@ def _extreme_dim(op, argfn, result, a, dim, keepdims):
     if a.ndim == 0:
         _check_axis(op, dim, 1, a.shape)
         return result(reshape(a, ()), Tensor(np.zeros((), np.int64)))
+    if type(a) is not Tensor and hasattr(a, "_levels"):  # vmap's BatchedTensor: indices per example (func/vmap.py)
+        return a._per_example(lambda v, d: _extreme_dim(op, argfn, result, v, d, keepdims), dim)
     d = _check_axis(op, dim, a.ndim, a.shape)
     if a.shape[d] == 0:
         raise ValueError(f"{op}: cannot reduce over an empty axis (shape {a.shape}, dim {dim})")
@@ -181,6 +206,8 @@ def topk(a, k, dim=-1, largest=True, sorted=True):
         if k != 1:
             raise ValueError(f"topk: k must be 1 for a 0-d tensor, got {k!r}")
         return topk_result(reshape(a, ()), Tensor(np.zeros((), np.int64)))
+    if type(a) is not Tensor and hasattr(a, "_levels"):  # vmap's BatchedTensor: picks per example (func/vmap.py)
+        return a._per_example(lambda v, d: topk(v, k, d, largest, sorted), dim)
     d = _check_axis("topk", dim, a.ndim, a.shape)
     n = a.shape[d]
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 0 <= k <= n:
@@ -231,7 +258,11 @@ def logsumexp(a, axis=None, keepdims=False, dim=None):
                      vjp=partial(_logsumexp_vjp, axes, keepdims))
 
 
-@saves("out", "inputs")
+def _logsumexp_jvp(axes, keepdims, t, out, x):  # d lse = sum(softmax(x) dx)
+    return (_dual.exp(x - _keep(out, axes, keepdims)) * t[0]).sum(axis=axes, keepdims=keepdims)
+
+
+@saves("out", "inputs", jvp=_logsumexp_jvp)
 def _logsumexp_vjp(axes, keepdims, g, out, x):  # d lse = softmax(x) = exp(x - lse)
     return (_expand_back(g, x.shape, axes, keepdims) * _dual.exp(x - _keep(out, axes, keepdims)),)
 
@@ -239,12 +270,16 @@ def _logsumexp_vjp(axes, keepdims, g, out, x):  # d lse = softmax(x) = exp(x - l
 def argmax(a, axis=None, keepdims=False, dim=None):
     """Indices of the largest entries over axis (or dim), as an integer Tensor (no gradient)."""
     axis = _axis(axis, dim)
+    if type(a) is not Tensor and hasattr(a, "_levels"):  # vmap's BatchedTensor (func/vmap.py)
+        return a.argmax(axis, keepdims)
     return Tensor(np.argmax(data_of(a), axis=axis, keepdims=keepdims))
 
 
 def argmin(a, axis=None, keepdims=False, dim=None):
     """Indices of the smallest entries over axis (or dim), as an integer Tensor (no gradient)."""
     axis = _axis(axis, dim)
+    if type(a) is not Tensor and hasattr(a, "_levels"):  # vmap's BatchedTensor (func/vmap.py)
+        return a.argmin(axis, keepdims)
     return Tensor(np.argmin(data_of(a), axis=axis, keepdims=keepdims))
 
 
@@ -261,7 +296,7 @@ def cumsum(a, axis=None, dim=None):
     return make_node(np.cumsum(a.data, axis=axis), (a,), None, "cumsum", vjp=partial(_cumsum_vjp, axis))
 
 
-@saves()
+@saves(jvp=lambda axis, t, out, x: t[0].cumsum(axis=axis))  # tangent: linear: the running sum of dx
 def _cumsum_vjp(axis, g, out, x):  # each input feeds every later output: the reversed running sum of g
     return (_dual.flip(_dual.flip(g, axis).cumsum(axis=axis), axis),)
 
@@ -289,7 +324,11 @@ def _others(x, axes):
     return _dual.permute(out, tuple(int(i) for i in np.argsort(perm))) if x.ndim else out
 
 
-@saves("inputs")
+def _prod_jvp(axes, keepdims, t, out, x):  # d prod = sum(the product of the other factors * dx)
+    return _by_slope(_prod_vjp, (axes, True), axes, keepdims, t, out, x) if x.size else None
+
+
+@saves("inputs", jvp=_prod_jvp)
 def _prod_vjp(axes, keepdims, g, out, x):  # d prod / d x_i = the product of the other factors
     if not x.size:  # nothing was multiplied: no entry to send a gradient to
         return (np.zeros(x.shape, g.dtype),)
@@ -304,7 +343,11 @@ def prod(a, axis=None, keepdims=False, dim=None):
                      vjp=partial(_prod_vjp, axes, keepdims))
 
 
-@saves("out", "inputs")
+def _norm_jvp(p, axes, keepdims, t, out, x):  # sum(d||x||/dx_i dx_i), the gradient rule's slopes
+    return _by_slope(_norm_vjp, (p, axes, True), axes, keepdims, t, out, x)
+
+
+@saves("out", "inputs", jvp=_norm_jvp)
 def _norm_vjp(p, axes, keepdims, g, out, x):  # d ||x||_p, with 0 at a zero norm (the subgradient torch picks)
     g, out = _keep(g, axes, keepdims), _keep(out, axes, keepdims)  # shaped like the keepdims output
     xd, od = _dual.value(x), _dual.value(out)
@@ -350,7 +393,11 @@ def norm(a, p=2, axis=None, keepdims=False, dim=None):
                      (a,), None, "norm", vjp=partial(_norm_vjp, p, axes, keepdims))
 
 
-@saves("out", "inputs")
+def _std_jvp(axes, keepdims, dof, t, out, x):  # sum((x - mean) dx) / ((n - c) std), 0 where std = 0
+    return _by_slope(_std_vjp, (axes, True, dof), axes, keepdims, t, out, x)
+
+
+@saves("out", "inputs", jvp=_std_jvp)
 def _std_vjp(axes, keepdims, dof, g, out, x):  # d std = (x - mean) / ((n - c) std), and 0 where std = 0
     s = _keep(out, axes, keepdims)
     zero = _dual.value(s) == 0

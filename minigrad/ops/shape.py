@@ -32,7 +32,11 @@ def reshape(a, *shape):
     return make_node(out, (a,), None, "reshape", vjp=_reshape_vjp)
 
 
-@saves()
+def _reshape_jvp(t, out, x):  # linear: dx reshaped (as every linear op: the op itself on the tangent)
+    return t[0].reshape(out.shape)
+
+
+@saves(jvp=_reshape_jvp)
 def _reshape_vjp(g, out, x):  # g reshaped back
     return (g.reshape(x.shape),)
 
@@ -81,7 +85,11 @@ def _permute(op, a, axes):
     return make_node(a.data.transpose(perm), (a,), None, op, vjp=partial(_permute_vjp, inv))
 
 
-@saves(forward=lambda inv, x: x.transpose(tuple(int(i) for i in np.argsort(inv))))
+def _permute_jvp(inv, t, out, x):  # dx permuted (inv is the inverse permutation)
+    return _dual.permute(t[0], tuple(int(i) for i in np.argsort(inv)))
+
+
+@saves(jvp=_permute_jvp, forward=lambda inv, x: x.transpose(tuple(int(i) for i in np.argsort(inv))))
 def _permute_vjp(inv, g, out, x):  # the inverse permutation
     return (_dual.permute(g, inv),)
 
@@ -94,9 +102,12 @@ def swapaxes(a, axis1, axis2):
     return make_node(np.swapaxes(a.data, axis1, axis2), (a,), None, "swapaxes", vjp=partial(_swapaxes_vjp, axis1, axis2))
 
 
-@saves(forward=lambda axis1, axis2, x: np.swapaxes(x, axis1, axis2))
+@saves(jvp=lambda axis1, axis2, t, out, x: t[0].swapaxes(axis1, axis2))  # tangent: dx with the two axes swapped
 def _swapaxes_vjp(axis1, axis2, g, out, x):  # swap g's axes back
     return (g.swapaxes(axis1, axis2),)
+
+
+_swapaxes_vjp.forward = lambda axis1, axis2, x: np.swapaxes(x, axis1, axis2)  # noqa: E731
 
 
 def t(a):
@@ -172,7 +183,11 @@ def concat(tensors, axis=0, dim=None):
     return make_node(out, tuple(ts), None, "concat", vjp=partial(_concat_vjp, axis))
 
 
-@saves(forward=lambda axis, *xs: np.concatenate(xs, axis=axis))
+def _concat_jvp(axis, t, out, *xs):  # the tangents joined (zeros for an input without one)
+    return concat(_dual.filled(t, xs), axis)
+
+
+@saves(jvp=_concat_jvp, forward=lambda axis, *xs: np.concatenate(xs, axis=axis))
 def _concat_vjp(axis, g, out, *xs, need=None):  # g cut into the inputs' pieces
     pieces, start = [], 0
     for x in xs:
@@ -196,7 +211,11 @@ def stack(tensors, axis=0, dim=None):
     return make_node(np.stack([t.data for t in ts], axis=axis), tuple(ts), None, "stack", vjp=partial(_stack_vjp, axis))
 
 
-@saves(forward=lambda axis, *xs: np.stack(xs, axis=axis))
+def _stack_jvp(axis, t, out, *xs):  # the tangents stacked (zeros for an input without one)
+    return stack(_dual.filled(t, xs), axis)
+
+
+@saves(jvp=_stack_jvp, forward=lambda axis, *xs: np.stack(xs, axis=axis))
 def _stack_vjp(axis, g, out, *xs, need=None):  # g's slices along the new axis
     return [g[(slice(None),) * axis + (i,)] for i in range(len(xs))]
 
@@ -220,7 +239,11 @@ def pad(a, pad_width, value=0.0):
     return make_node(out, (a,), None, "pad", vjp=partial(_pad_vjp, crop))
 
 
-@saves()
+def _pad_jvp(crop, t, out, x):  # dx padded with zeros (crop: where x sits in the output)
+    return pad(t[0], [(c.start, n - c.stop) for c, n in zip(crop, out.shape)])
+
+
+@saves(jvp=_pad_jvp)
 def _pad_vjp(crop, g, out, x):  # the gradient of the border is dropped
     return (g[crop],)
 
@@ -239,7 +262,7 @@ def tile(a, *dims):
     return make_node(np.tile(a.data.reshape(shape), reps), (a,), None, "tile", vjp=partial(_tile_vjp, reps, shape))
 
 
-@saves()
+@saves(jvp=lambda reps, shape, t, out, x: tile(t[0].reshape(shape), reps))  # tangent: dx tiled
 def _tile_vjp(reps, shape, g, out, x):  # view g as (r0, n0, r1, n1, ...) and sum over the repeat axes
     g = g.reshape(tuple(k for r, n in zip(reps, shape) for k in (r, n)))
     return (g.sum(axis=tuple(range(0, 2 * len(shape), 2))).reshape(x.shape),)
@@ -262,7 +285,7 @@ def flip(a, dims):
     return make_node(np.flip(a.data, axes), (a,), None, "flip", vjp=partial(_flip_vjp, axes))
 
 
-@saves()
+@saves(jvp=lambda axes, t, out, x: _dual.flip(t[0], axes))  # tangent: dx flipped
 def _flip_vjp(axes, g, out, x):  # flip g back
     return (_dual.flip(g, axes),)
 
@@ -286,7 +309,11 @@ def roll(a, shifts, dims=None):
     return make_node(np.roll(a.data, shifts, dims), (a,), None, "roll", vjp=partial(_roll_vjp, tuple(-s for s in shifts), dims))
 
 
-@saves()
+def _roll_jvp(back, dims, t, out, x):  # dx rolled forward: the gradient rule's roll, the other way
+    return _roll_vjp(tuple(-s for s in back), dims, t[0], out, x)[0]
+
+
+@saves(jvp=_roll_jvp)
 def _roll_vjp(back, dims, g, out, x):  # roll g back (dims None: over the flattened tensor)
     if isinstance(g, Tensor):
         return (g.roll(back if dims is not None else back[0], dims),)

@@ -11,6 +11,7 @@ import numpy as np
 
 from ..autograd.grad_mode import enable_grad, no_grad
 from ..autograd.higher import grad
+from ..func.forward import jvp
 from ..tensor import Tensor
 
 
@@ -29,11 +30,14 @@ def _dot(outs, us):
     return float(sum(np.sum(o.data.astype(np.float64) * u) for o, u in zip(outs, us)))
 
 
-def gradcheck(fn, *inputs, eps=1e-6, atol=1e-5, rtol=1e-3, seed=0, max_full=4096, projections=3):
+def gradcheck(fn, *inputs, eps=1e-6, atol=1e-5, rtol=1e-3, seed=0, max_full=4096, projections=3,
+              check_forward_ad=False):
     """True if fn's gradients match central differences for every input that requires grad; else raise.
 
     fn(*inputs) returns a Tensor (or a tuple of them). Inputs that require grad must be float64. An input
     with more than `max_full` entries is checked along `projections` random directions instead.
+    check_forward_ad=True (torch's keyword) checks forward mode too: each Jacobian column by jvp (a basis
+    tangent on one input; a random one past max_full) against central differences along it.
     """
     rng = np.random.default_rng(seed)
     checked = [i for i, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]
@@ -46,7 +50,9 @@ def gradcheck(fn, *inputs, eps=1e-6, atol=1e-5, rtol=1e-3, seed=0, max_full=4096
     # an input without one keeps the analytic gradient gradcheck computed, for a test to inspect
     saved = [inputs[i].grad for i in checked]
     try:
-        return _gradcheck(fn, inputs, checked, rng, eps, atol, rtol, max_full, projections)
+        ok = _gradcheck(fn, inputs, checked, rng, eps, atol, rtol, max_full, projections)
+        return ok and (not check_forward_ad or _check_forward(fn, inputs, checked, rng, eps, atol, rtol, max_full,
+                                                              projections))
     finally:
         for i, g in zip(checked, saved):
             if g is not None:
@@ -114,6 +120,45 @@ def _gradcheck(fn, inputs, checked, rng, eps, atol, rtol, max_full, projections)
                     worst = (err, f"input {i}, random direction {k}: analytic {ana!r} vs numeric {num!r}")
     if worst[1] is not None:
         raise GradcheckError(f"gradcheck failed (atol={atol}, rtol={rtol}); worst entry: {worst[1]}")
+    return True
+
+
+def _check_forward(fn, inputs, checked, rng, eps, atol, rtol, max_full, projections):
+    """Forward mode's Jacobian columns (jvp) against central differences of fn along the same tangent."""
+    worst = (0.0, None)
+    for i in checked:
+        x = inputs[i].data
+
+        def along(xi):
+            return tuple(_outputs(fn, inputs[:i] + (xi,) + inputs[i + 1:]))
+        if x.size <= max_full:
+            directions = []
+            for idx in np.ndindex(x.shape):
+                v = np.zeros(x.shape)
+                v[idx] = 1.0
+                directions.append((f"index {idx}", v))
+        else:
+            directions = [(f"random direction {k}", rng.standard_normal(x.shape)) for k in range(projections)]
+        for where, v in directions:
+            with enable_grad():
+                _, tangents = jvp(along, (inputs[i],), (Tensor(v),))
+            old = x.copy()
+            with no_grad():
+                x[...] = old + eps * v
+                fp = [o.data.astype(np.float64) for o in along(inputs[i])]
+                x[...] = old - eps * v
+                fm = [o.data.astype(np.float64) for o in along(inputs[i])]
+            x[...] = old
+            for k, (t, a, b) in enumerate(zip(tangents, fp, fm)):
+                num, ana = (a - b) / (2 * eps), np.asarray(t.data, np.float64)
+                _check_numeric(float(np.sum(np.abs(num))), f"input {i}, {where}, output {k}", float(np.sum(ana)))
+                err = np.abs(ana - num) - (atol + rtol * np.abs(num))
+                if err.size and err.max() > worst[0]:
+                    j = np.unravel_index(np.argmax(err), err.shape)
+                    worst = (err.max(), f"input {i}, {where}, output {k} entry {tuple(int(n) for n in j)}: forward "
+                                        f"mode {float(ana[j])!r} vs numeric {float(num[j])!r}")
+    if worst[1] is not None:
+        raise GradcheckError(f"gradcheck (check_forward_ad) failed (atol={atol}, rtol={rtol}); worst entry: {worst[1]}")
     return True
 
 

@@ -1,0 +1,69 @@
+"""What the transforms share: how many of them are running (one inside another must keep its results
+differentiable, so that the outer one can see through them), the leaves they made, and their argument checks."""
+import weakref
+
+from ..autograd.backward import _topo
+
+depth = 0  # grad, vjp, jacrev, jvp, jacfwd, vmap calls now running, one inside another
+_internal = {}  # id -> weakref of the leaves transforms made to differentiate with respect to (no outer graph)
+
+
+def mark_internal(t):
+    """Note t, a leaf a transform made, as not the caller's (a WeakSet would compare Tensors with ==)."""
+    key = id(t)
+    _internal[key] = weakref.ref(t, lambda _, key=key: _internal.pop(key, None))
+    return t
+
+
+def is_internal(t):
+    """True if t is a leaf a transform made (mark_internal)."""
+    ref = _internal.get(id(t))
+    return ref is not None and ref() is t
+
+
+def outer_graph(tensors):
+    """True if a graph under `tensors` (Tensors or anything) reaches a leaf that requires grad which no transform
+    made: a tensor of the caller's, whose graph a result must then keep (else it is cut at the top level)."""
+    for o in tensors:
+        if getattr(o, "requires_grad", False):
+            for n in _topo(o):
+                if n._backward is None and n.requires_grad and not is_internal(n):
+                    return True
+    return False
+
+
+class running:
+    """`with running():` counts one transform as running for the block's duration."""
+
+    def __enter__(self):
+        global depth
+        depth += 1
+
+    def __exit__(self, *exc):
+        global depth
+        depth -= 1
+
+
+def argnums_tuple(fname, argnums, nargs):
+    """argnums (an int or a tuple of ints, negatives from the end) as a tuple of indices into the call's
+    positional arguments; an error naming the function when one is out of range."""
+    many = isinstance(argnums, (tuple, list))
+    nums = tuple(argnums) if many else (argnums,)
+    if not nums:
+        raise ValueError(f"{fname}: argnums is empty; name at least one positional argument to differentiate")
+    out = []
+    for a in nums:
+        if isinstance(a, bool) or not isinstance(a, int):
+            raise TypeError(f"{fname}: argnums must be an int or a tuple of ints, got {argnums!r}")
+        if not -nargs <= a < nargs:
+            raise ValueError(f"{fname}: argnums {a} is out of range for a call with {nargs} positional "
+                             f"argument{'s' if nargs != 1 else ''} (valid: {-nargs} to {nargs - 1})")
+        out.append(a % nargs)
+    if len(set(out)) != len(out):
+        raise ValueError(f"{fname}: argnums {argnums!r} names an argument twice")
+    return tuple(out), many
+
+
+def name_of(f):
+    """f's name for an error message."""
+    return getattr(f, "__name__", None) or type(f).__name__

@@ -1,0 +1,257 @@
+"""Reverse mode as function transforms, with torch.func's names: grad, grad_and_value, vjp, jacrev, hessian.
+
+Each is the engine's own reverse sweep (autograd.grad, autograd/higher.py) wrapped around a function: the
+arguments to differentiate get stand-ins that require grad, the function runs, and the sweep goes from its
+output back to the stand-ins. Nothing here is a second gradient: every op's one rule does the work.
+
+Composition (grad(grad(f)), jacfwd(jacrev(f)), vmap(grad(f))) needs the inner sweep to be differentiable: when
+another transform runs outside this one, or an argument (or a tensor f closes over) is part of a graph already,
+the sweep runs with create_graph=True, so its gradients are Tensors with a graph the outer transform follows
+(higher.py runs each rule on Tensors; a rule's ops carry tangents under forward mode). At the top level with
+plain inputs it runs on arrays, as backward() does, and returns plain Tensors.
+"""
+from functools import wraps
+
+import numpy as np
+
+from ..autograd.backward import _topo
+from ..autograd.grad_mode import enable_grad, is_grad_enabled
+from ..autograd.higher import grad as _autograd_grad
+from ..ops import stack
+from ..ops._dual import identity_vjp
+from ..tensor import Tensor, make_node
+from . import _state
+from . import vmap as _vmap
+from ._pytree import tree_flatten, tree_unflatten
+from .forward import copy_tangents, jacfwd
+
+__all__ = ("grad", "grad_and_value", "vjp", "jacrev", "hessian")
+
+
+def _input(x, fname, where, batched=True):
+    """A stand-in for one leaf to differentiate: an identity node over a Tensor already in a graph (the outer
+    graph goes on through it), else a fresh leaf that requires grad (carrying x's tangents, if forward mode
+    runs outside)."""
+    if batched and _vmap.running():  # under vmap: a stand-in per example, so gradients are per example (vmap.py)
+        return _vmap.batched_input(x, lambda v: _input(v, fname, where, False))
+    if isinstance(x, Tensor):
+        if x.dtype.kind != "f":
+            raise TypeError(f"{fname}: {where} must be floating to be differentiated, got dtype {x.dtype}")
+        if x.requires_grad and is_grad_enabled():
+            return make_node(x.data, (x,), None, "input", vjp=identity_vjp)
+        t = Tensor(x.data, requires_grad=True)
+        copy_tangents(x, t)
+        return _state.mark_internal(t)
+    a = np.asarray(x)
+    if a.dtype.kind != "f":
+        if a.dtype.kind in "biu" and isinstance(x, (int, float)):
+            a = a.astype(np.float64)
+        else:
+            raise TypeError(f"{fname}: {where} must be a floating Tensor or array to be differentiated, got "
+                            f"{type(x).__name__} of dtype {a.dtype}")
+    return _state.mark_internal(Tensor(a, requires_grad=True))
+
+
+def _prepare(fname, args, argnums):
+    """(args with the differentiated ones replaced by stand-ins, [(leaves, spec) per argnum], many)."""
+    nums, many = _state.argnums_tuple(fname, argnums, len(args))
+    args = list(args)
+    trees = []
+    for i in nums:
+        leaves, spec = tree_flatten(args[i])
+        if not leaves:
+            raise ValueError(f"{fname}: argument {i} holds no Tensor to differentiate")
+        leaves = [_input(x, fname, f"argument {i}" + (f" (leaf {k})" if len(leaves) > 1 else ""))
+                  for k, x in enumerate(leaves)]
+        args[i] = tree_unflatten(leaves, spec)
+        trees.append((leaves, spec))
+    return args, trees, many
+
+
+def _reaches_outside(outs, inputs):
+    """True if the outputs' graph reaches a tensor that requires grad other than the stand-ins (an argument or
+    a closed-over tensor in a graph of its own): the sweep must then keep its graph (create_graph)."""
+    stop = set(map(_vmap.physical, inputs))
+    for o in map(_vmap.physical, outs):
+        if isinstance(o, Tensor) and o.requires_grad:
+            for n in _topo(o, stop):
+                if n not in stop and n._backward is None and n.requires_grad and not _state.is_internal(n):
+                    return True
+                if n in stop and n._backward is not None:  # an identity stand-in over an outer tensor
+                    return True
+    return False
+
+
+def _split_aux(fname, out, has_aux):
+    if not has_aux:
+        return out, None
+    if not isinstance(out, (tuple, list)) or len(out) != 2:
+        raise TypeError(f"{fname}: with has_aux=True the function must return a pair (output, aux), got "
+                        f"{type(out).__name__}")
+    return out[0], out[1]
+
+
+def _sweep(outs, seeds, inputs, create_graph):
+    """The gradients of the outputs (seeded) with respect to the inputs, zeros where none reaches."""
+    rewrap = None
+    if _vmap.running():  # under vmap: the sweep runs on the physical (batched) graph, seeded per example
+        outs, seeds, inputs, rewrap = _vmap.sweep_args(outs, seeds, inputs)
+    live = [(o, s) for o, s in zip(outs, seeds) if o.requires_grad]
+    if live:
+        with enable_grad():
+            gs = _autograd_grad([o for o, _ in live], list(inputs), [s for _, s in live], retain_graph=True,
+                                create_graph=create_graph, allow_unused=True)
+    else:
+        gs = [None] * len(inputs)
+    gs = [Tensor(np.zeros(x.shape, x.dtype)) if g is None else g for g, x in zip(gs, inputs)]
+    return gs if rewrap is None else rewrap(gs)
+
+
+def _detach(tree, keep):
+    """The output as the caller sees it: itself when it belongs to an outer graph, else cut from ours."""
+    if keep:
+        return tree
+    leaves, spec = tree_flatten(tree)
+    return tree_unflatten([x.detach() if isinstance(x, Tensor) else x for x in leaves], spec)
+
+
+def grad_and_value(func, argnums=0, has_aux=False):
+    """A function returning (gradient, value) of func: the gradient of its one-element Tensor output with
+    respect to argument(s) `argnums` (a pytree like each argument; a tuple over argnums when it is a tuple);
+    with has_aux, func returns (output, aux) and the value is (output, aux). As torch.func.grad_and_value."""
+    fname = f"grad_and_value({_state.name_of(func)})"
+    return _grad_and_value(func, argnums, has_aux, fname)
+
+
+def _grad_and_value(func, argnums, has_aux, fname):
+    @wraps(func)
+    def wrapper(*args, **kwargs):
+        with _state.running():
+            args, trees, many = _prepare(fname, args, argnums)
+            with enable_grad():
+                out = func(*args, **kwargs)
+            out, aux = _split_aux(fname, out, has_aux)
+            if not isinstance(out, Tensor):
+                raise TypeError(f"{fname}: the function must return a Tensor (one element), got {type(out).__name__}")
+            if out.data.size != 1:
+                raise RuntimeError(f"{fname}: the function must return a one-element Tensor to take its gradient, "
+                                   f"got shape {out.shape} (use vjp or jacrev for other outputs)")
+            inputs = [x for leaves, _ in trees for x in leaves]
+            keep = _state.depth > 1 or _reaches_outside([out], inputs)
+            gs = _sweep([out], [Tensor(np.ones(out.shape, out.dtype))], inputs, keep)
+        grads, k = [], 0
+        for leaves, spec in trees:
+            grads.append(tree_unflatten(gs[k:k + len(leaves)], spec))
+            k += len(leaves)
+        g = tuple(grads) if many else grads[0]
+        value = _detach(out, keep)
+        return (g, (value, _detach(aux, keep))) if has_aux else (g, value)
+    return wrapper
+
+
+def grad(func, argnums=0, has_aux=False):
+    """The gradient of func (one-element Tensor output) with respect to argument(s) `argnums`, as a function:
+    grad(f)(x) is df/dx, shaped like x (pytrees alike); with has_aux, (gradient, aux). As torch.func.grad."""
+    gv = _grad_and_value(func, argnums, has_aux, f"grad({_state.name_of(func)})")
+
+    @wraps(func)
+    def wrapper(*args, **kwargs):
+        g, value = gv(*args, **kwargs)
+        return (g, value[1]) if has_aux else g
+    return wrapper
+
+
+def vjp(func, *primals, has_aux=False):
+    """(func(*primals), vjp_fn) where vjp_fn(cotangents) is the tuple of vector-Jacobian products, one per primal
+    (each shaped like it); cotangents has the output's structure. With has_aux: (output, vjp_fn, aux). As
+    torch.func.vjp; vjp_fn may be called many times."""
+    fname = f"vjp({_state.name_of(func)})"
+    if not primals:
+        raise ValueError(f"{fname}: give at least one primal to differentiate at")
+    with _state.running():
+        args, trees, _ = _prepare(fname, primals, tuple(range(len(primals))))
+        with enable_grad():
+            out = func(*args)
+        out, aux = _split_aux(fname, out, has_aux)
+        outs, ospec = tree_flatten(out)
+        for k, o in enumerate(outs):
+            if not isinstance(o, Tensor):
+                raise TypeError(f"{fname}: the function must return Tensors (a pytree of them), got "
+                                f"{type(o).__name__} at output leaf {k}")
+        inputs = [x for leaves, _ in trees for x in leaves]
+        keep = _state.depth > 1 or _reaches_outside(outs, inputs)
+
+    def vjp_fn(cotangents):
+        cts, cspec = tree_flatten(cotangents)
+        if cspec != ospec:
+            raise ValueError(f"{fname}: vjp_fn expects cotangents with the output's structure {ospec!r}, got {cspec!r}")
+        seeds = []
+        for k, (o, c) in enumerate(zip(outs, cts)):
+            c = c if isinstance(c, Tensor) else Tensor(np.asarray(c, dtype=o.dtype))
+            if c.shape != o.shape:
+                raise ValueError(f"{fname}: cotangent {k} has shape {c.shape}, the output has {o.shape}")
+            seeds.append(c)
+        with _state.running():
+            graph = keep or _state.depth > 1 or any(c.requires_grad for c in seeds)
+            gs = _sweep(outs, seeds, inputs, graph)
+        res, k = [], 0
+        for leaves, spec in trees:
+            res.append(tree_unflatten(gs[k:k + len(leaves)], spec))
+            k += len(leaves)
+        return tuple(res)
+    value = _detach(out, keep)
+    return (value, vjp_fn, _detach(aux, keep)) if has_aux else (value, vjp_fn)
+
+
+def jacrev(func, argnums=0, has_aux=False):
+    """The Jacobian of func by reverse mode, one vector-Jacobian product per output entry: for an output of
+    shape S and an argument of shape A, a Tensor of shape S + A (pytrees: the output's structure, each leaf the
+    argument's structure, a tuple over argnums when it is a tuple). As torch.func.jacrev."""
+    fname = f"jacrev({_state.name_of(func)})"
+
+    @wraps(func)
+    def wrapper(*args, **kwargs):
+        with _state.running():
+            args, trees, many = _prepare(fname, args, argnums)
+            with enable_grad():
+                out = func(*args, **kwargs)
+            out, aux = _split_aux(fname, out, has_aux)
+            outs, ospec = tree_flatten(out)
+            inputs = [x for leaves, _ in trees for x in leaves]
+            keep = _state.depth > 1 or _reaches_outside(outs, inputs)
+            per_out = []
+            for o in outs:
+                if not isinstance(o, Tensor):
+                    raise TypeError(f"{fname}: the function must return Tensors, got {type(o).__name__}")
+                rows = []  # rows[k][j]: d o.flat[k] / d input j
+                for k in range(o.data.size):
+                    seed = np.zeros(o.data.size, o.dtype)
+                    seed[k] = 1
+                    rows.append(_sweep([o], [Tensor(seed.reshape(o.shape))], inputs, keep))
+                per_out.append([_stack([r[j] for r in rows], o.shape, x, keep) for j, x in enumerate(inputs)])
+        res = []
+        for jac in per_out:
+            parts, k = [], 0
+            for leaves, spec in trees:
+                parts.append(tree_unflatten(jac[k:k + len(leaves)], spec))
+                k += len(leaves)
+            res.append(tuple(parts) if many else parts[0])
+        jac = tree_unflatten(res, ospec)
+        return (jac, _detach(aux, keep)) if has_aux else jac
+    return wrapper
+
+
+def _stack(gs, out_shape, x, keep):
+    """Per-output-entry gradients gs (each shaped like x) as one Tensor of shape out_shape + x.shape."""
+    shape = tuple(out_shape) + tuple(x.shape)
+    if not gs:
+        return Tensor(np.zeros(shape, x.dtype))
+    if keep or _vmap.running():  # a differentiable stack (the outer transform looks through it; vmap batches it)
+        return stack(gs).reshape(shape)
+    return Tensor(np.stack([g.data for g in gs]).reshape(shape))
+
+
+def hessian(func, argnums=0):
+    """The Hessian of func (one-element output) with respect to argument(s) `argnums`: forward over reverse,
+    jacfwd(jacrev(func)), as torch.func.hessian."""
+    return jacfwd(jacrev(func, argnums), argnums)
