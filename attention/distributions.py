@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from minigrad import Tensor, get_default_dtype, ops
-from minigrad.random import get_rng
+from minigrad.random import draw, get_rng
 
 __all__ = ("Categorical", "Normal")
 
@@ -32,6 +32,22 @@ def _float_tensor(x, name, owner):
     if x.dtype.kind != "f":
         raise TypeError(f"{owner}: {name} must be floating, got dtype {x.dtype}")
     return x
+
+
+def _inverse_cdf(logits, shape, rng):
+    """Category indices `shape` from normalised logits (..., K) by the inverse CDF, with u from rng (or minigrad's)."""
+    p = np.exp(logits.astype(np.float64))
+    u = (rng or get_rng()).random(shape)[..., None]
+    cdf = np.cumsum(p, axis=-1)
+    cdf /= cdf[..., -1:]  # exactly 1 at the end, so u < 1 always finds a category
+    idx = (u >= cdf).sum(axis=-1)
+    return np.minimum(idx, logits.shape[-1] - 1).astype(np.int64)
+
+
+def _normal_sample(loc, scale, shape, rng):
+    """loc + scale * eps, eps ~ N(0, 1) of `shape` from rng (or minigrad's), in loc's and scale's dtype."""
+    eps = (rng or get_rng()).standard_normal(shape)
+    return (loc + scale * eps).astype(np.result_type(loc.dtype, scale.dtype))
 
 
 class Categorical:
@@ -73,13 +89,9 @@ class Categorical:
 
     def sample(self, sample_shape=(), rng=None):
         """Indices (*sample_shape, *batch_shape) drawn by the inverse CDF; a constant int64 tensor."""
-        p = np.exp(self.logits.data.astype(np.float64))
         shape = tuple(sample_shape) + self.batch_shape
-        u = (rng or get_rng()).random(shape)[..., None]
-        cdf = np.cumsum(p, axis=-1)
-        cdf /= cdf[..., -1:]  # exactly 1 at the end, so u < 1 always finds a category
-        idx = (u >= cdf).sum(axis=-1)
-        return Tensor(np.minimum(idx, self.num_categories - 1).astype(np.int64))
+        # through minigrad.random.draw: a compiled step (minigrad.compile) draws afresh on every replay
+        return Tensor(draw(_inverse_cdf, self.logits.data, shape, rng))
 
     def _index(self, value):
         v = value.data if isinstance(value, Tensor) else np.asarray(value)
@@ -93,6 +105,8 @@ class Categorical:
         if v.size and (v.min() < 0 or v.max() >= self.num_categories):
             raise IndexError(f"Categorical.log_prob: indices must be in [0, {self.num_categories}), got range "
                              f"[{v.min()}, {v.max()}]")
+        if v.shape == shape and v.dtype == np.int64:
+            return v, shape  # already the indices it needs (a sample): no copy, so a compiled step follows it
         return np.broadcast_to(v, shape).astype(np.int64), shape
 
     def log_prob(self, value):
@@ -158,9 +172,7 @@ class Normal:
     def sample(self, sample_shape=(), rng=None):
         """loc + scale * eps with eps ~ N(0, 1), computed on arrays: a constant with no parents."""
         shape = tuple(sample_shape) + tuple(self.batch_shape)
-        eps = (rng or get_rng()).standard_normal(shape)
-        dtype = np.result_type(self.loc.dtype, self.scale.dtype)
-        return Tensor((self.loc.data + self.scale.data * eps).astype(dtype))
+        return Tensor(draw(_normal_sample, self.loc.data, self.scale.data, shape, rng))  # (see Categorical.sample)
 
     def log_prob(self, value):
         """-(x - loc)^2 / (2 scale^2) - log scale - log sqrt(2 pi), elementwise; differentiable in loc, scale.

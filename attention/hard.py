@@ -8,7 +8,8 @@ from collections import namedtuple
 import numpy as np
 
 from minigrad import Tensor, ops
-from minigrad.random import get_rng
+from minigrad.jit import record
+from minigrad.random import draw, get_rng
 
 from .distributions import Categorical
 
@@ -72,14 +73,25 @@ def gumbel_softmax(logits, tau=1.0, hard=True, rng=None):
     logits = ops.as_tensor(logits)
     if not tau > 0:
         raise ValueError(f"gumbel_softmax: tau must be > 0, got {tau}")
-    u = (rng or get_rng()).random(logits.shape)
-    g = -np.log(-np.log(np.clip(u, 1e-20, 1.0 - 1e-12)))  # Gumbel(0, 1) noise, outside the graph
-    y_soft = ops.softmax((logits + Tensor(g.astype(logits.dtype))) / tau, axis=-1)
+    g = draw(_gumbel_noise, logits.shape, logits.dtype, rng)  # (draw, record: a compiled step redoes them)
+    y_soft = ops.softmax((logits + Tensor(g)) / tau, axis=-1)
     if not hard:
         return y_soft
-    y_hard = np.zeros(logits.shape, logits.dtype)
-    np.put_along_axis(y_hard, np.argmax(y_soft.data, axis=-1)[..., None], 1, axis=-1)
+    y_hard = record(_one_hot_argmax, y_soft.data)
     return Tensor(y_hard) - y_soft.detach() + y_soft  # value y_hard, gradient that of y_soft
+
+
+def _gumbel_noise(shape, dtype, rng):
+    """Gumbel(0, 1) noise of `shape`, outside the graph, from rng (or minigrad's generator)."""
+    u = (rng or get_rng()).random(shape)
+    return (-np.log(-np.log(np.clip(u, 1e-20, 1.0 - 1e-12)))).astype(dtype)
+
+
+def _one_hot_argmax(y):
+    """One-hot rows (..., S) at each row's argmax, in y's dtype."""
+    y_hard = np.zeros(y.shape, y.dtype)
+    np.put_along_axis(y_hard, np.argmax(y, axis=-1)[..., None], 1, axis=-1)
+    return y_hard
 
 
 def fifty_percent_trick(scores, p=0.5, rng=None, sample=True):

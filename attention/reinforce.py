@@ -7,7 +7,9 @@ from collections import namedtuple
 
 import numpy as np
 
+import minigrad
 from minigrad import Tensor, functional as F, nn, no_grad, ops, optim
+from minigrad.jit import record
 
 from .hard import Rollout  # what the Trainer takes from a model (attention.reinforce.Rollout names it too)
 
@@ -66,13 +68,7 @@ def reinforce_loss(log_prob, reward, baseline=None, normalize=False, entropy=Non
         raise ValueError(f"reinforce_loss: log_prob (B,) or (B, T) expected, got {log_prob.shape}")
     B = log_prob.shape[0]
     adv = advantages(_per_sample(reward, "reward", B), baseline, normalize)
-    lp = _over_glimpses(log_prob, B, "log_prob")
-    loss = -(Tensor(adv.astype(lp.dtype)) * lp).mean()  # the advantage is a constant: d loss/d lp = -adv / B
-    if entropy_coef:
-        if entropy is None:
-            raise ValueError("reinforce_loss: entropy_coef is set but no entropy was given")
-        loss = loss - entropy_coef * _over_glimpses(entropy, B, "entropy").mean()
-    return loss
+    return _surrogate(log_prob, Tensor(adv.astype(log_prob.dtype)), B, entropy, entropy_coef)  # a constant
 
 
 # ---- baselines ------------------------------------------------------------------------------------
@@ -198,16 +194,45 @@ def _mean(x):
     return float(np.mean(x.data if isinstance(x, Tensor) else x))
 
 
+def _surrogate(log_prob, adv, B, entropy, entropy_coef):
+    """reinforce_loss's arithmetic with the advantage already a Tensor of log_prob's dtype (a constant)."""
+    loss = -(adv * _over_glimpses(log_prob, B, "log_prob")).mean()  # d loss/d lp = -adv / B
+    if entropy_coef:
+        if entropy is None:
+            raise ValueError("reinforce_loss: entropy_coef is set but no entropy was given")
+        loss = loss - entropy_coef * _over_glimpses(entropy, B, "entropy").mean()
+    return loss
+
+
+def _reward_and_advantage(trainer, fields, target, b, b_dtype, lp_dtype, B):
+    """A Trainer step's NumPy part (recorded, so a compiled step computes it again on each replay): the reward
+    per sample (B,) float64, the advantage (the baseline subtracted, optionally standardised), and the two as
+    the baseline's and log_prob's dtypes."""
+    reward = _per_sample(trainer.reward_fn(Rollout(*fields), target), "reward", B)
+    adv = advantages(reward, b, trainer.normalize)
+    return (reward, adv, reward.astype(b_dtype) if b_dtype is not None else reward,
+            adv.astype(lp_dtype))
+
+
+def _grad_norm(trainer):
+    """The parameters' total gradient norm, in float64, as a 0-d array (recorded: each replay computes it)."""
+    return np.asarray(math.sqrt(sum(float(np.sum(np.square(p.grad, dtype=np.float64)))
+                                    for p in trainer.params if p.grad is not None)))
+
+
 class Trainer:
     """REINFORCE training of a model that returns a Rollout (sampling in train mode, the mode in eval mode).
 
     baseline: None, "none", "moving_average", "learned" (needs baseline_features, the width of Rollout.state)
     or a baseline object; reward_fn(rollout, target) -> (B,) defaults to correct_reward(rollout.logits, target).
     A Rollout with log_prob=None (a model with no policy) makes the step plain cross-entropy.
+    compile=True runs the step's core (forward, reward, loss, backward, clipping, optimizer step) under
+    minigrad.compile: captured once per batch shape and replayed, bit for bit the eager step (docs/compile.md).
     """
 
     def __init__(self, model, lr=1e-3, optimizer=None, baseline=None, entropy_coef=0.0, normalize=False,
-                 policy_weight=1.0, baseline_weight=1.0, max_grad_norm=None, reward_fn=None, baseline_features=None):
+                 policy_weight=1.0, baseline_weight=1.0, max_grad_norm=None, reward_fn=None, baseline_features=None,
+                 compile=False):
         if isinstance(baseline, str) or baseline is None:
             baseline = make_baseline(baseline, baseline_features)
         self.model, self.baseline = model, baseline
@@ -225,7 +250,9 @@ class Trainer:
                                  "(or pass optimizer=None and lr= to have the Trainer build one)")
         self.optimizer = optimizer
         self.params = optimizer.params
-        self.history = []
+        self.history, self._std = [], None
+        # the core of a step, compiled or not (enabled=False: the plain method); up to 64 batch shapes
+        self._core = minigrad.compile(self._step_core, enabled=compile, max_variants=64)
 
     def _forward(self, inputs):
         out = self.model(*inputs) if isinstance(inputs, tuple) else self.model(inputs)
@@ -233,40 +260,71 @@ class Trainer:
             raise TypeError(f"Trainer: the model must return a reinforce.Rollout, got {type(out).__name__}")
         return out
 
+    def _step_core(self, target, moving, *inputs):
+        """The step without its Python logging: forward (sampling), reward, advantage, hybrid loss, backward,
+        clipping, optimizer step. Every NumPy computation on this step's arrays goes through minigrad.jit.record,
+        so that under compile each replay computes it again; returns Tensors only (the log reads them after)."""
+        out = self._forward(inputs if len(inputs) > 1 else inputs[0])
+        B = out.logits.shape[0]
+        logits_dtype = out.logits.dtype
+        b = base_loss = None
+        if out.log_prob is not None and self.baseline is not None:
+            if isinstance(self.baseline, MovingAverageBaseline):
+                b = moving  # its values this step, made outside from its state (before this batch's update)
+            else:  # a learned baseline: b(state), before the update, so b does not depend on this batch's rewards
+                b = self.baseline.values(out.state, B)
+        lp_dtype = logits_dtype if out.log_prob is None else ops.as_tensor(out.log_prob).dtype
+        b_dtype = b.dtype if isinstance(b, Tensor) else None  # a learned baseline's regression target's dtype
+        reward, adv, reward_b, adv_lp = record(_reward_and_advantage, self, tuple(out), target,
+                                               b.data if isinstance(b, Tensor) else b, b_dtype, lp_dtype, B)
+        policy = None
+        if out.log_prob is None:  # a model without a policy (soft attention, an MLP): plain cross-entropy
+            ce = total = ops.cross_entropy(out.logits, target)
+        else:
+            if isinstance(self.baseline, ValueBaseline):
+                base_loss = F.mse_loss(b, Tensor(reward_b))  # ValueBaseline.update's regression loss
+            elif self.baseline is not None and not isinstance(self.baseline, MovingAverageBaseline):
+                base_loss = self.baseline.update(b, reward)  # another baseline object: its own update
+            ce = ops.cross_entropy(out.logits, target)  # hybrid_loss's terms, in its order
+            policy = _surrogate(out.log_prob, Tensor(adv_lp), B, out.entropy, self.entropy_coef)
+            total = ce + self.policy_weight * policy
+            if base_loss is not None:
+                total = total + self.baseline_weight * base_loss
+        self.optimizer.zero_grad()
+        total.backward()
+        grad_norm = record(_grad_norm, self)  # before clipping, as clip_grad_norm_ returns it
+        if self.max_grad_norm:
+            optim.clip_grad_norm_(self.params, self.max_grad_norm)
+        self.optimizer.step()
+        hit = out.hit if out.hit is None or isinstance(out.hit, Tensor) else Tensor(out.hit)
+        # a Python number (a fixed or scheduled std) would be frozen into a tape: the step logs it from _std
+        self._std = None if isinstance(out.std, Tensor) else out.std
+        std = out.std if isinstance(out.std, Tensor) else None
+        return {"total": total, "cross_entropy": ce, "policy": policy, "reward": Tensor(reward),
+                "baseline": None if b is None else (b if isinstance(b, Tensor) else Tensor(b)),
+                "entropy": None if out.entropy is None else _over_glimpses(out.entropy, B, "entropy"),
+                "std": std, "hit": hit, "logits": out.logits, "grad_norm": Tensor(grad_norm)}
+
     def step(self, inputs, target):
         """One REINFORCE step on a batch (a forward with sampling, per-sample reward, baseline, hybrid loss,
         gradient clipping, optimizer step); returns (and keeps in .history) the logged values: loss,
         cross_entropy, policy_loss, reward, baseline_error, entropy, std, hit_rate, accuracy, grad_norm."""
         self.model.train()
-        out = self._forward(inputs)
-        B = out.logits.shape[0]
-        reward = _per_sample(self.reward_fn(out, target), "reward", B)
-        b = base_loss = None
-        if out.log_prob is None:  # a model without a policy (soft attention, an MLP): plain cross-entropy
-            ce = ops.cross_entropy(out.logits, target)
-            parts = HybridLoss(ce, ce, Tensor(np.zeros((), ce.dtype)), None, reward, reward)
-        else:
-            if self.baseline is not None:
-                b = self.baseline.values(out.state, B)  # before update: b does not depend on this batch's rewards
-                base_loss = self.baseline.update(b, reward)
-            parts = hybrid_loss(out.logits, target, out.log_prob, reward, b, base_loss, out.entropy,
-                                self.entropy_coef, self.normalize, self.policy_weight, self.baseline_weight)
-        self.optimizer.zero_grad()
-        parts.total.backward()
-        if self.max_grad_norm:
-            grad_norm = optim.clip_grad_norm_(self.params, self.max_grad_norm)
-        else:
-            grad_norm = math.sqrt(sum(float(np.sum(np.square(p.grad, dtype=np.float64)))
-                                      for p in self.params if p.grad is not None))
-        self.optimizer.step()
-        bvals = np.zeros(B) if b is None else np.asarray(b.data if isinstance(b, Tensor) else b, np.float64)
         t = target.data if isinstance(target, Tensor) else np.asarray(target)
-        log = {"step": len(self.history) + 1, "loss": parts.total.item(), "cross_entropy": parts.cross_entropy.item(),
-               "policy_loss": parts.policy.item(), "reward": float(reward.mean()),
+        B = len(t)
+        moving = self.baseline.values(None, B) if isinstance(self.baseline, MovingAverageBaseline) else None
+        args = inputs if isinstance(inputs, tuple) else (inputs,)
+        r = self._core(target, moving, *args)
+        reward = r["reward"].data
+        if moving is not None and r["policy"] is not None:
+            self.baseline.update(moving, reward)
+        bvals = np.zeros(B) if r["baseline"] is None else np.asarray(r["baseline"].data, np.float64)
+        log = {"step": len(self.history) + 1, "loss": r["total"].item(), "cross_entropy": r["cross_entropy"].item(),
+               "policy_loss": 0.0 if r["policy"] is None else r["policy"].item(), "reward": float(reward.mean()),
                "baseline_error": float(np.mean((reward - bvals) ** 2)),
-               "entropy": _mean(_over_glimpses(out.entropy, B, "entropy")) if out.entropy is not None else None,
-               "std": _mean(out.std), "hit_rate": _mean(out.hit),
-               "accuracy": float(np.mean(np.argmax(out.logits.data, -1) == t)), "grad_norm": grad_norm}
+               "entropy": _mean(r["entropy"]), "std": _mean(r["std"] if r["std"] is not None else self._std),
+               "hit_rate": _mean(r["hit"]),
+               "accuracy": float(np.mean(np.argmax(r["logits"].data, -1) == t)), "grad_norm": float(r["grad_norm"].data)}
         self.history.append(log)
         return log
 

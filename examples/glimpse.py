@@ -22,7 +22,7 @@ python examples/glimpse.py [--quick] [--seed N] [--out DIR] [--objects FILE.npz]
   [--steps N] [--models MODEL ...]
 Writes its PNG figures, metrics.json (its headline numbers), section.md and headline.json under --out.
 """
-from common import Progress, Report, parse_args, positive_int, pyplot
+from common import Progress, Report, add_compile_flag, parse_args, positive_int, pyplot
 
 import argparse
 import time
@@ -65,6 +65,7 @@ def add_flags(p):
     p.add_argument("--test-size", type=positive_int, default=None, help="held-out test canvases (default 2000; --quick 1000)")
     p.add_argument("--models", nargs="*", default=None, choices=MODELS, metavar="MODEL",
                    help=f"train only these models, of {' '.join(MODELS)} (default: all)")
+    add_compile_flag(p)
 
 
 def cosine(opt, steps):
@@ -119,14 +120,14 @@ def train_supervised(name, model, logits_fn, task, steps, batch, rng, lr=2e-3):
     return time.process_time() - start, accs
 
 
-def train_hard(net, task, steps, batch, rng, lr=2e-3, baseline="learned"):
+def train_hard(net, task, steps, batch, rng, lr=2e-3, baseline="learned", compile=True):
     """The shared REINFORCE Trainer: 0/1 reward, a baseline (by default learned on the gist, MSE), clip 5, Adam
     cosine."""
     net.rng = rng
     baseline = make_baseline(baseline, net.policy.gist_side ** 2, hidden=64)
     opt = optim.Adam(net.parameters() + (baseline.parameters() if baseline is not None else []), lr=lr)
     sched = cosine(opt, steps)
-    trainer = Trainer(net, optimizer=opt, baseline=baseline, max_grad_norm=5.0)
+    trainer = Trainer(net, optimizer=opt, baseline=baseline, max_grad_norm=5.0, compile=compile)  # --no-compile: eager
     progress = Progress(steps, label="  hard ")
     start = time.process_time()
     for step in range(1, steps + 1):
@@ -237,7 +238,7 @@ def main():
         n = steps[name]
         if name == "hard":
             net = hard_net = HardGlimpseNet(C, grid)
-            secs, curves, trainer, base_macs = train_hard(net, task, n, B, r, baseline=args.baseline)
+            secs, curves, trainer, base_macs = train_hard(net, task, n, B, r, baseline=args.baseline, compile=args.compile)
             accs = [h["reward"] for h in trainer.history]  # the sampled policy's training accuracy
             res = trainer.evaluate((task.test[0], task.test[2]), task.test[1], batch_size=500)
             acc, hit = res["accuracy"], res["hit_rate"]

@@ -15,7 +15,7 @@ Writes its PNG figures, metrics.json (its headline numbers), section.md and head
 """
 import time
 
-from common import Progress, Report, parse_args, pyplot
+from common import Progress, Report, add_compile_flag, parse_args, pyplot
 
 import numpy as np
 
@@ -27,6 +27,7 @@ from attention import MovingAverageBaseline, Rollout, Trainer, gumbel_softmax, h
 from attention.distributions import Categorical
 from attention.reinforce import ValueBaseline, advantages, correct_reward, gradient_variance
 from attention.tasks.pointer import PointerTask
+from minigrad.jit import record
 from plots import learning_curves
 
 MODELS = ("hard", "soft", "random", "mlp", "gumbel")
@@ -63,7 +64,7 @@ class PointerReader(nn.Module):
             read = hard_attention(scores, v, sample=self.training)
             context, index, log_prob, entropy = read.context, read.index.data, read.log_prob, read.entropy
         elif self.mode == "random":
-            index = mg.random.get_rng().integers(0, self.L, B)
+            index = mg.random.draw(_random_cells, self.L, B)  # (draw: fresh on every replay of a compiled step)
             context = v[np.arange(B), index]
         else:
             if self.mode == "soft":
@@ -73,9 +74,18 @@ class PointerReader(nn.Module):
             else:  # Gumbel at test: the deterministic one-hot of the argmax
                 w = mg.tensor(np.eye(self.L, dtype=scores.dtype)[scores.data.argmax(-1)])
             context = mg.einsum("bl,ble->be", w, v)
-            index = w.data.argmax(-1)
-        state = mg.tensor(np.eye(self.L, dtype=np.float32)[header])  # the learned baseline reads the header
-        return Rollout(self.out(context), log_prob, entropy, state=state, hit=index == header)
+            index = record(np.argmax, w.data, -1)
+        # NumPy on the batch goes through minigrad.jit.record, so that a compiled step recomputes it on each replay
+        state = mg.Tensor(record(_one_hot, header, self.L))  # the learned baseline reads the header
+        return Rollout(self.out(context), log_prob, entropy, state=state, hit=record(np.equal, index, header))
+
+
+def _random_cells(L, B):
+    return mg.random.get_rng().integers(0, L, B)
+
+
+def _one_hot(index, n):
+    return np.eye(n, dtype=np.float32)[index]
 
 
 class PointerMLP(nn.Module):
@@ -87,7 +97,7 @@ class PointerMLP(nn.Module):
         self.net = nn.Sequential(nn.Linear(task.L + task.L * task.K, hidden), nn.ReLU(), nn.Linear(hidden, task.K))
 
     def forward(self, header, cells):
-        return Rollout(self.net(mg.tensor(self.task.features(header, cells))), None)
+        return Rollout(self.net(mg.Tensor(record(PointerTask.features, self.task, header, cells))), None)
 
 
 def _eval_steps(steps):
@@ -97,7 +107,7 @@ def _eval_steps(steps):
 
 
 def train(model_name, task, seed, steps, batch=64, lr=3e-3, baseline="learned", entropy_coef=0.0,
-          curve_size=500, stop_at=None, checkpoints=(), label=""):
+          curve_size=500, stop_at=None, checkpoints=(), label="", compile=True):
     """Train one model; returns accuracy, hit rate, the accuracy-vs-steps curve and a snapshot at each of
     `checkpoints` (steps): the model, the learned baseline's head and the moving average it would hold."""
     mg.manual_seed(seed)
@@ -106,7 +116,7 @@ def train(model_name, task, seed, steps, batch=64, lr=3e-3, baseline="learned", 
     hard = model_name == "hard"
     # the other models have no policy (log_prob None): for them the Trainer's step is plain cross-entropy
     trainer = Trainer(model, lr=lr, baseline=baseline if hard else None, baseline_features=task.L,
-                      entropy_coef=entropy_coef, max_grad_norm=5.0)
+                      entropy_coef=entropy_coef, max_grad_norm=5.0, compile=compile)  # (--no-compile: eager)
     h_te, c_te, y_te = task.test
     curve_x, curve_acc, curve_reward = [], [], []
     ma = MovingAverageBaseline()  # what a moving-average baseline would hold at the checkpoint
@@ -215,6 +225,7 @@ def add_flags(p):
     p.add_argument("--checkpoint", type=int, default=200, help="step of the checkpoint where variances are measured "
                    "(default 200: mid-way through learning)")
     p.add_argument("--entropy-coef", type=float, default=0.01, help="the ablation's entropy bonus when on")
+    add_compile_flag(p)
 
 
 def main():
@@ -244,7 +255,7 @@ def main():
         for s in seeds:
             snap_at = profile if (m == "hard" and s == args.seed and reuse) else ()
             results[m].append(train(m, task, s, steps, args.batch, args.lr, checkpoints=snap_at,
-                                    label=f"{m} seed {s}: "))
+                                    label=f"{m} seed {s}: ", compile=args.compile))
             print(f"{m} seed {s}: test accuracy {results[m][-1]['accuracy']:.4f}", flush=True)
 
     rows = []
@@ -280,7 +291,7 @@ def main():
         else:
             run = train("hard", task, args.seed, ab_steps, args.batch, args.lr, baseline=r["baseline"],
                         entropy_coef=r["entropy_coef"], checkpoints=profile if main_row else (),
-                        label=f"{r['baseline']} ent {r['entropy_coef']}: ")
+                        label=f"{r['baseline']} ent {r['entropy_coef']}: ", compile=args.compile)
         ab_runs.append(run)
         r["accuracy"] = run["accuracy"]
         if main_row:

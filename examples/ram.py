@@ -20,7 +20,7 @@ RAM is a slow learner (the published runs train for hundreds of epochs); here it
 python examples/ram.py [--quick] [--seed N] [--out DIR]
 Writes its PNG figures, metrics.json (its headline numbers), section.md and headline.json under --out.
 """
-from common import Progress, Report, parse_args, positive_int
+from common import Progress, Report, add_compile_flag, parse_args, positive_int
 
 import argparse
 import time
@@ -39,6 +39,7 @@ MODELS = ["center", "random", "ram"]
 
 
 def add_flags(p):
+    add_compile_flag(p)
     p.add_argument("--glimpses", type=int, default=4, help="reads per canvas (the first is at the centre)")
     p.add_argument("--reward", choices=["correct", "prob"], default=None,
                    help="REINFORCE reward: 0/1 correct (the default), or the classifier's probability of the true "
@@ -75,7 +76,7 @@ def prob_reward(out, target):
 
 
 def train(name, net, task, steps, batch, rng, lr=2e-3, reward="correct", normalize=True, std_start=None,
-          baseline="learned"):
+          baseline="learned", compile=True):
     """The shared Trainer for every model (random and center sample nothing, so their policy term is 0)."""
     net.rng = rng
     baseline = make_baseline(baseline, net.hidden) if net.where == "learned" else None
@@ -83,7 +84,7 @@ def train(name, net, task, steps, batch, rng, lr=2e-3, reward="correct", normali
     opt = optim.Adam(params, lr=lr)
     sched = optim.CosineAnnealingLR(opt, T_max=steps, eta_min=lr * 0.1)
     trainer = Trainer(net, optimizer=opt, baseline=baseline, max_grad_norm=5.0, normalize=normalize,
-                      reward_fn=prob_reward if reward == "prob" else None)
+                      reward_fn=prob_reward if reward == "prob" else None, compile=compile)  # --no-compile: eager
     progress = Progress(steps, label=f"{name:>6} ")
     start = time.process_time()
     std_end = net.std
@@ -147,7 +148,8 @@ def main():
         net = RecurrentAttentionModel(task.num_classes, size=args.glimpse_size, glimpses=args.glimpses, std=args.std,
                                       where={"ram": "learned"}.get(name, name), loc_net=args.loc_net)
         trainer, secs = train(name, net, task, steps, args.batch, r, lr=lr, reward=reward,
-                              normalize=not args.no_normalize, std_start=args.std_start, baseline=args.baseline)
+                              normalize=not args.no_normalize, std_start=args.std_start, baseline=args.baseline,
+                              compile=args.compile)
         net.rng = np.random.default_rng([args.seed, 99])  # the random control's test locations
         res = trainer.evaluate((task.test[0], task.test[2]), task.test[1], batch_size=500)
         results[name] = {"accuracy": res["accuracy"], "hit_rate": res["hit_rate"], "glimpses": args.glimpses,

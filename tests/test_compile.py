@@ -195,6 +195,42 @@ def test_a_new_shape_is_a_new_variant_and_both_replay():
     assert len(compiled.variants) == 2 and compiled.replays == 4
 
 
+def test_the_replay_shortcut_checks_what_the_key_and_the_guard_check():
+    """A call that fits the variant replayed last skips building its key; anything the key or the guard would
+    catch (an input needing grad, a new dtype or layout, no_grad, a parameter's new shape) still goes the long
+    way: a new variant is captured, never the old tape replayed."""
+    make, one = mlp((6, 5, 3), 4)
+    params, step = make()
+    compiled = mg.compile(step)
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        compiled(*one(rng))
+    assert compiled.replays == 1 and compiled._fast is not None
+    x, y = one(rng)
+    for changed in (Tensor(x.data, requires_grad=True), Tensor(x.data.astype(np.float64)),
+                    Tensor(np.asfortranarray(x.data))):
+        before = compiled.captures
+        compiled(changed, y)
+        assert compiled.captures == before + 1, changed
+    with mg.no_grad(), pytest.raises(RuntimeError, match="does not require grad"):
+        compiled(x, y)  # run eagerly (a replay would have run its backward)
+    compiled(x, y)  # the first variant again: replayed
+    assert compiled.replays == 2
+    with mg.trace(print_on_exit=False):  # a tracer installed: the plain function runs, for it to see
+        compiled(x, y)
+    assert compiled.replays == 2
+    compiled.enabled = False
+    compiled(x, y)
+    assert compiled.replays == 2
+    compiled.enabled = True
+    compiled(x, y)
+    assert compiled.replays == 3
+    params[0][1].data = np.zeros((5, 7), np.float32)  # a parameter's new shape: the guard fails, eager runs
+    with pytest.raises(ValueError, match="linear"):
+        compiled(x, y)
+    assert compiled.replays == 3
+
+
 def test_lr_schedule_changes_the_replayed_step():
     """The optimizer's own step runs on replay, so a schedule changing lr between calls is followed."""
     make, one = mlp((6, 5, 3), 4)

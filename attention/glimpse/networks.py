@@ -5,6 +5,7 @@ they share, and the spatial location head RAM can use.
 import numpy as np
 
 from minigrad import Tensor, nn, ops
+from minigrad.jit import record
 
 from ..distributions import Categorical
 from ..hard import Rollout
@@ -96,7 +97,7 @@ class HardGlimpseNet(nn.Module):
 
     def gist(self, images):
         """The images (B, H, W) average-pooled by the policy's `pool`: the gist (B, H/pool, W/pool), an array."""
-        return avg_pool(images, self.policy.pool)
+        return record(avg_pool, images, self.policy.pool)  # (record: a compiled step pools each batch again)
 
     def policy_logits(self, images):
         """Logits (B, grid.count) of the gist policy over the glimpse positions."""
@@ -104,7 +105,7 @@ class HardGlimpseNet(nn.Module):
 
     def classify(self, images, index):
         """Logits from the glimpse at grid cells `index` (B,), a constant."""
-        return self.classifier(self.grid.read(images, index))
+        return self.classifier(record(type(self.grid).read, self.grid, images, index))
 
     def forward(self, images, boxes=None):
         """images (B, H, W) -> Rollout: logits from one glimpse, sampled (training) or argmax (eval)."""
@@ -113,7 +114,7 @@ class HardGlimpseNet(nn.Module):
         index = policy.sample(rng=self.rng) if self.training else policy.mode()  # a constant: where to look
         self.last_index = idx = index.data
         logits = self.classify(images, idx)
-        hit = None if boxes is None else self.grid.hit(idx, boxes)
+        hit = None if boxes is None else record(type(self.grid).hit, self.grid, idx, boxes)
         return Rollout(logits, policy.log_prob(index), policy.entropy(), state=Tensor(gist.reshape(len(gist), -1)),
                        hit=hit)
 

@@ -3,7 +3,9 @@ retina reads, each where a Gaussian policy on a GRU core's state says, trained b
 """
 import numpy as np
 
-from minigrad import Tensor, nn, ops
+from minigrad import Tensor, get_default_dtype, nn, ops
+from minigrad.jit import record
+from minigrad.random import draw
 
 from ..distributions import Normal
 from ..hard import Rollout
@@ -11,6 +13,22 @@ from .networks import SpatialLocationHead, mlp_macs
 from .sensor import as_images, glimpse_sensor, loc_to_pixels
 
 __all__ = ("RecurrentAttentionModel",)
+
+
+def _std_arrays(model, dtype):
+    """The policy's std now, as 0-d arrays: float64 (the log's) and `dtype` (what Normal(mean, model.std) takes)."""
+    return np.asarray(model.std, np.float64), np.asarray(model.std).astype(dtype)
+
+
+def _uniform_locations(rng, B, dtype):
+    return rng.uniform(-1, 1, (B, 2)).astype(dtype)
+
+
+def _hit(loc, boxes, H, W):
+    """True where the read's centre loc (B, 2) falls inside the object's box (row, col, h, w) in pixels."""
+    b = np.asarray(boxes)
+    pr, pc = loc_to_pixels(loc[:, 0], H), loc_to_pixels(loc[:, 1], W)
+    return (pr >= b[:, 0]) & (pr <= b[:, 0] + b[:, 2]) & (pc >= b[:, 1]) & (pc <= b[:, 1] + b[:, 3])
 
 
 class RecurrentAttentionModel(nn.Module):
@@ -53,7 +71,8 @@ class RecurrentAttentionModel(nn.Module):
 
     def sense(self, images, loc):
         """The retina at a constant location (B, 2): a Tensor without graph (B, scales * size * size)."""
-        rho = glimpse_sensor(images, loc, self.size, self.scales, self.ratio)
+        # NumPy on the batch goes through record/draw, so that a compiled step (minigrad.compile) redoes it
+        rho = record(glimpse_sensor, images, loc, self.size, self.scales, self.ratio)
         self.last_read = rho                                  # (B, scales, size, size): the spatial head reads it
         return Tensor(rho.reshape(rho.shape[0], -1))
 
@@ -72,6 +91,9 @@ class RecurrentAttentionModel(nn.Module):
         loc = np.zeros((B, 2), x.dtype)                       # the first read: the centre
         h = self.step(x, loc, Tensor(np.zeros((B, self.hidden), x.dtype)))
         state, locs, log_probs, entropies = h, [loc], [], []
+        std = std64 = None
+        if self.where == "learned":  # self.std read on every call, also by a compiled step's replay (a schedule)
+            std64, std = record(_std_arrays, self, get_default_dtype())
         for _ in range(self.glimpses - 1):
             if self.where == "learned":
                 if self.loc_net == "mlp":
@@ -79,13 +101,13 @@ class RecurrentAttentionModel(nn.Module):
                 else:  # the coarsest patch of the last read (a constant), which spans `extent` location units
                     extent = 2.0 * self.size * self.ratio ** (self.scales - 1) / x.shape[1]
                     mean = self.loc_head(self.last_read[:, -1], loc, extent)
-                policy = Normal(mean, self.std)
+                policy = Normal(mean, Tensor(std))
                 sample = policy.sample(rng=rng) if self.training else policy.mode()
                 log_probs.append(policy.log_prob(sample).sum(axis=-1))         # (B,): both coordinates
                 entropies.append(policy.entropy().sum(axis=-1))
-                loc = np.clip(sample.data, -1, 1)
+                loc = record(np.clip, sample.data, -1, 1)
             elif self.where == "random":
-                loc = rng.uniform(-1, 1, (B, 2)).astype(x.dtype)
+                loc = draw(_uniform_locations, rng, B, x.dtype)
             else:
                 loc = np.zeros((B, 2), x.dtype)
             locs.append(loc)
@@ -94,13 +116,11 @@ class RecurrentAttentionModel(nn.Module):
         logits = self.classifier(h)
         hit = None
         if boxes is not None:
-            b = np.asarray(boxes)
-            pr, pc = loc_to_pixels(loc[:, 0], x.shape[1]), loc_to_pixels(loc[:, 1], x.shape[2])
-            hit = (pr >= b[:, 0]) & (pr <= b[:, 0] + b[:, 2]) & (pc >= b[:, 1]) & (pc <= b[:, 1] + b[:, 3])
+            hit = record(_hit, loc, boxes, x.shape[1], x.shape[2])
         lp = ent = None  # nothing sampled (random or centre reads): the Trainer's step is plain cross-entropy
         if log_probs:
             lp, ent = ops.stack(log_probs, axis=1), ops.stack(entropies, axis=1)  # (B, glimpses - 1)
-        return Rollout(logits, lp, ent, state=state, hit=hit, std=self.std if self.where == "learned" else None)
+        return Rollout(logits, lp, ent, state=state, hit=hit, std=None if std64 is None else Tensor(std64))
 
     def values_read(self):
         """Values read per item: glimpses * scales * size^2."""

@@ -155,9 +155,10 @@ def _flatten(args, kwargs):
 class _Variant:
     """One captured tape and what must hold to replay it."""
 
-    def __init__(self):
+    def __init__(self, key):
+        self.key = key               # (the arguments' guard key, the grad mode)
         self.tapes = []              # the captures so far (two, compared, then the second replays)
-        self.replay = self.guard = None
+        self.replay = self.guard = self.fast = None
         self.source = self.eager_reason = None
 
     def finish(self, rec, out_expr, fn_name):
@@ -174,6 +175,40 @@ class _Variant:
         exec(builtins.compile(guard_src, f"<minigrad guard of {fn_name}>", "exec"), ns)
         self.guard = ns["guard"]
         self.tapes = None
+        self.fast = _fast(self.key, guard_src, self.source, self.replay, fn_name)
+
+
+_MISS = object()  # what a variant's fast entry returns when its checks fail (the call then takes the long way)
+
+
+def _fast(key, guard_src, tape_src, replay, fn_name):
+    """For a variant whose arguments are all Tensors or arrays: one function that checks what the call's key and
+    the guard would (the same facts, written out as comparisons, so no key is built or hashed), then runs the
+    tape's lines, or returns _MISS. A miss is never wrong: the call then builds its key and looks the variant up
+    as usual. (trace() and detect_anomaly() install a tracer: a miss too, so that they see the eager ops.)"""
+    checks = [f"GM.enabled is {key[1]} and TM._tracer is None"]
+    args = []
+    for i, k in enumerate(key[0]):
+        if type(k) is not tuple or len(k) not in (4, 6) or type(k[0]) is not tuple:
+            return None  # a list or a plain value among the arguments: the long way only
+        a, d = f"I{i}", f"d{i}"
+        args.append(a)
+        if len(k) == 6:
+            checks.append(f"type({a}) is T and ({d} := {a}.data) is not None")
+        else:
+            checks.append(f"type({a}) is A and ({d} := {a}) is not None")
+        checks.append(f"{d}.shape == {k[0]!r} and {d}.dtype is DT{i} and {d}.strides == {k[2]!r} and "
+                      f"{d}.base is {'' if k[3] else 'not '}None")
+        if len(k) == 6:
+            checks.append(f"{a}.requires_grad is {k[4]} and {a}._backward is {'' if k[5] else 'not '}None")
+    guard = guard_src.split("return (", 1)[1].rsplit(")", 1)[0]
+    body = tape_src.split("\n", 1)[1]  # the tape's lines, after its def line
+    src = (f"def fast({', '.join(args)}):\n    if not (" + "\n            and ".join(checks)
+           + f"\n            and {guard}):\n        return MISS\n{body}")
+    ns = dict(replay.__globals__, GM=_gm._grad_mode, TM=_tensor, T=Tensor, A=np.ndarray, MISS=_MISS)
+    ns.update({f"DT{i}": k[1] for i, k in enumerate(key[0])})
+    exec(builtins.compile(src, f"<minigrad fast entry of {fn_name}>", "exec"), ns)
+    return ns["fast"]
 
 
 def _guard_source(rec):
@@ -215,6 +250,7 @@ class Compiled:
         self.fn, self.max_variants, self.strict, self.enabled = fn, max_variants, strict, enabled
         self.variants = {}
         self.replays = self.captures = 0
+        self._fast, self._fast_n = None, -1  # the last replayed variant's fast entry and its argument count
         functools.update_wrapper(self, fn)
 
     def _eager(self, v, why):
@@ -224,6 +260,11 @@ class Compiled:
         warnings.warn(f"compile({self.__name__}): running eagerly: {why}", CompileWarning, stacklevel=3)
 
     def __call__(self, *args, **kwargs):
+        if len(args) == self._fast_n and not kwargs and self.enabled:  # the variant replayed last, if it fits
+            out = self._fast(*args)
+            if out is not _MISS:
+                self.replays += 1
+                return out
         if not self.enabled or _tensor._tracer is not None:  # trace()/detect_anomaly() watch the eager ops
             return self.fn(*args, **kwargs)
         if not kwargs:  # the common call, Tensors and arrays only: its key without _flatten's generality
@@ -240,6 +281,7 @@ class Compiled:
                 v = self.variants.get((tuple(key), _gm.is_grad_enabled()))
                 if v is not None and v.replay is not None and v.guard():
                     self.replays += 1
+                    self._remember(v)
                     return v.replay(*args)
         arrays, key = _flatten(args, kwargs)
         if not arrays:
@@ -251,18 +293,24 @@ class Compiled:
         if v is not None and v.replay is not None:
             if v.guard():
                 self.replays += 1
+                self._remember(v)
                 return v.replay(*arrays)
             del self.variants[key]  # a module changed mode, or a parameter was replaced: capture again
+            self._fast, self._fast_n = None, -1
             v = None
         if v is None:
             if len(self.variants) >= self.max_variants:
                 raise CompileError(f"compile({self.__name__}): a new input signature {_describe(key)} past the "
                                    f"limit of {self.max_variants} variants (shapes keep changing?); pad the inputs "
                                    f"to a few shapes, or compile(fn, max_variants=...)")
-            v = self.variants[key] = _Variant()
+            v = self.variants[key] = _Variant(key)
         if v.eager_reason is not None:
             return self.fn(*args, **kwargs)
         return self._capture(v, arrays, args, kwargs)
+
+    def _remember(self, v):
+        if v.fast is not None:
+            self._fast, self._fast_n = v.fast, len(v.key[0])
 
     def _capture(self, v, arrays, args, kwargs):
         rec = Recorder(arrays)

@@ -86,6 +86,7 @@ class Recorder:
         self.guards = []    # expressions the guard adds (an optimizer group's settings the tape relies on)
         self.params = []    # (Tensor, variable): leaves read by the step (their .data is read on each replay)
         self.modules, self.backwards, self.failed = {}, 0, None
+        self.cleared = set()  # ids of leaves whose .grad a recorded zero_grad(set_to_none) made None, untouched since
         self._n = itertools.count()
         self.inputs = []    # input variables, in the order of the replay function's arguments
         for i, x in enumerate(inputs):
@@ -141,7 +142,10 @@ class Recorder:
             self.key.append(("array", op, value.dtype.str, value.shape, value.tobytes()))
             return self.obj(value, "C")
         if isinstance(value, Tensor):
-            v = self.var.get(id(value.data))
+            d = value.data
+            v = self.var.get(id(d))
+            if v is None and d.base is not None and id(d.base) in self.anchor:  # a view of a known array
+                v = self.const(d, op)
             if v is not None:
                 return f"{self.obj(Tensor)}({v})"
             self.key.append(("tensor", op, value.dtype.str, value.shape, value.data.tobytes()))
@@ -284,6 +288,13 @@ class Recorder:
         """Write down obj.method(*args) (an optimizer's zero_grad/step, a scheduler's step)."""
         self.key.append(("call", type(obj).__name__, method))
         self.lines.append(f"{self.obj(obj, 'O')}.{method}({', '.join(self.const(a, method) for a in args)})")
+        # after zero_grad(set_to_none=True) a leaf's first gradient is adopted as its .grad (walk._leaf); any
+        # other call may set a .grad, so it ends that knowledge
+        if method == "zero_grad" and (not args or args[0] is True):
+            owner = obj.params if hasattr(obj, "param_groups") else [obj]
+            self.cleared.update(id(p) for p in owner)
+        else:
+            self.cleared.clear()
 
     def sgd_step(self, opt):
         """Write down a plain SGD step (no momentum, weight decay or maximize) as its array updates, what SGD's
@@ -293,11 +304,15 @@ class Recorder:
         for group in opt.param_groups:
             gname = self.obj(group, "G")
             self.guards.append(f"not ({gname}['momentum'] or {gname}['weight_decay'] or {gname}.get('maximize'))")
+            lrs = {}  # lr as a 0-d array of each gradient dtype, made once per group (SGD makes it per parameter)
             for p in group["params"]:
                 if p.grad is not None:
                     name = self.names.get(id(p)) or self.obj(p, "P")
-                    self.lines.append(f"{name}.data -= {self.obj(const)}({gname}['lr'], {name}.grad.dtype) * "
-                                      f"{name}.grad")
+                    lr = lrs.get(p.grad.dtype)
+                    if lr is None:
+                        lr = lrs[p.grad.dtype] = f"lr{next(self._n)}"
+                        self.lines.append(f"{lr} = {self.obj(const)}({gname}['lr'], {self.obj(p.grad.dtype)})")
+                    self.lines.append(f"{name}.data -= {lr} * {name}.grad")
                     updated.append(name)
         self.key.append(("call", "SGD", "step"))
         if updated:
@@ -314,6 +329,7 @@ class Recorder:
             return self.const(a, fn.__name__)
         self.key.append(("call", fn.__name__))
         self.lines.append(f"{self.obj(fn, 'F')}({', '.join(arg(a) for a in args)})")
+        self.cleared.clear()
 
     def draw(self, fn, args, result):
         """Write down result = fn(*args): a random draw (fn reads minigrad's generator when it runs) or an array
@@ -325,6 +341,7 @@ class Recorder:
             self.failed = f"{fn.__name__} (recorded) returned a {type(result).__name__}, not arrays"
             return
         self.key.append(("draw", id(fn)))
+        self.cleared.clear()
         call = f"{self.obj(fn, 'F')}({', '.join(self.const(a, fn.__name__) for a in args)})"
         if type(result) is not tuple:
             return self._bind(result, call)
@@ -367,5 +384,6 @@ class Recorder:
 
 
 def _result(arr):
-    """A returned array as a Tensor (no graph: its backward already ran inside the tape)."""
-    return Tensor(arr)
+    """A returned array as a Tensor (no graph: its backward already ran inside the tape); Tensor(arr) without its
+    checks, which the capture's Tensor(arr) passed for this array's dtype."""
+    return _standin(arr, False)

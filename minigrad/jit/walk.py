@@ -132,8 +132,16 @@ def record_backward(self, root, grad, retain_graph=False):
 
 def _leaf(self, leaf, g, gv, fresh):
     """_into_leaf, written down (the replay's own Tensor for an input leaf, the parameter itself otherwise)."""
+    name = self.names.get(id(leaf)) or self.obj(leaf, 'P')
+    if id(leaf) in self.cleared and fresh and type(g) is np.ndarray:
+        # its .grad is None here on every replay (a recorded zero_grad made it so): _into_leaf would adopt g
+        self.cleared.discard(id(leaf))
+        _into_leaf(leaf, g, fresh=fresh)
+        self.lines.append(f"{name}.grad = {gv}")
+        return
+    self.cleared.discard(id(leaf))
     _into_leaf(leaf, g, fresh=fresh)
-    self.lines.append(f"{self.obj(_into_leaf)}({self.names.get(id(leaf)) or self.obj(leaf, 'P')}, {gv}, {fresh})")
+    self.lines.append(f"{self.obj(_into_leaf)}({name}, {gv}, {fresh})")
 
 
 def _add_scatter(self, grads, gvar, owned, p, s, sv):

@@ -1,8 +1,6 @@
 """Elementwise functions: exp, log, sqrt, tanh, sigmoid, relu, gelu ..., clamp, rounding, where, masked_fill, casts.
-
-Each op's gradient rule vjp(g, out, x) comes right before its forward, with its math in a comment; it runs
-on arrays and on Tensors (see arithmetic.py). Rounding functions and sign are piecewise constant: their
-gradient is zero everywhere, as in PyTorch (the output still joins the graph).
+Each op's gradient rule vjp(g, out, x) and its tangent rule (jvp=) come right before its forward, with the math in a
+comment, for arrays and Tensors alike (arithmetic.py). Rounding and sign are piecewise constant: gradient 0, as torch.
 """
 import math
 from functools import partial
@@ -40,7 +38,15 @@ def exp(a):
     return make_node(np.exp(floating(a.data)), (a,), None, "exp", vjp=_exp_vjp)
 
 
-@saves("inputs", jvp=lambda t, out, x: t[0] / x)  # tangent: dx / x
+def _log_forward(x):
+    x = floating(x)
+    if x.size and x.min() < 0:
+        raise ValueError(f"log: input has negative entries (min {x.min()}), whose log is NaN")
+    with np.errstate(divide="ignore"):  # log(0) = -inf, as in NumPy and PyTorch
+        return np.log(x)
+
+
+@saves("inputs", forward=_log_forward, jvp=lambda t, out, x: t[0] / x)  # tangent: dx / x
 def _log_vjp(g, out, x):  # d log x = 1 / x
     return (g / x,)
 
@@ -48,12 +54,7 @@ def _log_vjp(g, out, x):  # d log x = 1 / x
 def log(a):
     """Elementwise natural log (log 0 = -inf; a negative entry is an error); backward: g / x."""
     a = as_tensor(a)
-    x = floating(a.data)
-    if x.size and x.min() < 0:
-        raise ValueError(f"log: input has negative entries (min {x.min()}), whose log is NaN")
-    with np.errstate(divide="ignore"):  # log(0) = -inf, as in NumPy and PyTorch
-        out = np.log(x)
-    return make_node(out, (a,), None, "log", vjp=_log_vjp)
+    return make_node(_log_forward(a.data), (a,), None, "log", vjp=_log_vjp)
 
 
 @saves("out", jvp=lambda t, out, x: t[0] * 0.5 / out)  # tangent: dx / (2 sqrt x)

@@ -204,7 +204,7 @@ def _gather_jvp(where, t, out, x):  # dx at the gathered places
     return _index_take(t[0], where, True) if isinstance(t[0], Tensor) else t[0][where]
 
 
-@saves(jvp=_gather_jvp)
+@saves(forward=lambda where, x: x[where], jvp=_gather_jvp)  # forward: minigrad.compile's replay, at these indices
 def _gather_vjp(where, g, out, x):  # g back at the places each entry came from (repeats add up)
     return (_scatter(g, where, x.shape, True),)
 

@@ -234,17 +234,22 @@ def pad(a, pad_width, value=0.0):
                          f"shape {a.shape}; got {pad_width}") from None
     if (pw < 0).any():
         raise ValueError(f"pad: widths must be non-negative, got {pad_width}")
-    out = np.pad(a.data, pw, constant_values=value)
-    crop = tuple(slice(int(b), int(b) + n) for (b, _), n in zip(pw, a.shape))
-    return make_node(out, (a,), None, "pad", vjp=partial(_pad_vjp, crop))
+    widths = tuple((int(b), int(e)) for b, e in pw)
+    out = _pad_forward(None, widths, value, a.data)
+    crop = tuple(slice(b, b + n) for (b, _), n in zip(widths, a.shape))
+    return make_node(out, (a,), None, "pad", vjp=partial(_pad_vjp, crop, widths, value))
 
 
-def _pad_jvp(crop, t, out, x):  # dx padded with zeros (crop: where x sits in the output)
-    return pad(t[0], [(c.start, n - c.stop) for c, n in zip(crop, out.shape)])
+def _pad_forward(crop, widths, value, x):
+    return np.pad(x, widths, constant_values=value)
 
 
-@saves(jvp=_pad_jvp)
-def _pad_vjp(crop, g, out, x):  # the gradient of the border is dropped
+def _pad_jvp(crop, widths, value, t, out, x):  # dx padded with zeros (a constant border has no tangent)
+    return pad(t[0], widths)
+
+
+@saves(forward=_pad_forward, jvp=_pad_jvp)  # (widths and value are bound for the forward: minigrad.compile's replay)
+def _pad_vjp(crop, widths, value, g, out, x):  # the gradient of the border is dropped
     return (g[crop],)
 
 
