@@ -225,12 +225,21 @@ def sinusoidal_table(max_len, d_model):
     return pe
 
 
-def _check_len(name, T, offset, max_len):
-    if offset < 0 or offset + T > max_len:
-        raise ValueError(f"{name}: positions [{offset}, {offset + T}) do not fit max_len={max_len}")
+class _AddPositions(Module):
+    """x + rows[offset : offset + T] of a (max_len, d_model) table, then dropout: the two encodings below."""
+
+    def forward(self, x, offset=0):
+        """x (..., T, d_model); offset: position of x[..., 0, :] (a decoder generating one token at a time passes
+        its step). Same shape."""
+        T, name = x.shape[-2], type(self).__name__
+        if x.shape[-1] != self.d_model:
+            raise ValueError(f"{name}: input (..., T, {self.d_model}) expected, got {x.shape}")
+        if offset < 0 or offset + T > self.max_len:
+            raise ValueError(f"{name}: positions [{offset}, {offset + T}) do not fit max_len={self.max_len}")
+        return self.dropout(x + self._rows(offset, T, x.dtype))  # (B, T, C) + (T, C)
 
 
-class SinusoidalPositionalEncoding(Module):
+class SinusoidalPositionalEncoding(_AddPositions):
     """x + PE[offset : offset + T] for x (B, T, C), then dropout; the table is a fixed buffer."""
 
     def __init__(self, d_model, max_len=5000, dropout=0.0):
@@ -239,17 +248,11 @@ class SinusoidalPositionalEncoding(Module):
         self.register_buffer("pe", sinusoidal_table(max_len, d_model).astype(get_default_dtype()))
         self.dropout = Dropout(dropout)
 
-    def forward(self, x, offset=0):
-        """offset: position of x[:, 0] (a decoder generating one token at a time passes its step)."""
-        T = x.shape[-2]
-        if x.shape[-1] != self.d_model:
-            raise ValueError(f"SinusoidalPositionalEncoding: input (..., T, {self.d_model}) expected, got {x.shape}")
-        _check_len("SinusoidalPositionalEncoding", T, offset, self.max_len)
-        pe = Tensor(np.asarray(self.pe[offset:offset + T], dtype=x.dtype))  # (T, C), a constant
-        return self.dropout(x + pe)
+    def _rows(self, offset, T, dtype):
+        return Tensor(np.asarray(self.pe[offset:offset + T], dtype=dtype))  # (T, C), a constant
 
 
-class LearnedPositionalEncoding(Module):
+class LearnedPositionalEncoding(_AddPositions):
     """x + P[offset : offset + T] with P (max_len, d_model) learned, N(0, 0.02^2) init as GPT-2."""
 
     def __init__(self, d_model, max_len=512, dropout=0.0):
@@ -258,10 +261,5 @@ class LearnedPositionalEncoding(Module):
         self.weight = normal_(parameter(max_len, d_model), 0.0, 0.02)
         self.dropout = Dropout(dropout)
 
-    def forward(self, x, offset=0):
-        """x (..., T, d_model) plus the learned rows P[offset : offset + T], then dropout; same shape."""
-        T = x.shape[-2]
-        if x.shape[-1] != self.d_model:
-            raise ValueError(f"LearnedPositionalEncoding: input (..., T, {self.d_model}) expected, got {x.shape}")
-        _check_len("LearnedPositionalEncoding", T, offset, self.max_len)
-        return self.dropout(x + self.weight[offset:offset + T])  # (B, T, C) + (T, C)
+    def _rows(self, offset, T, dtype):
+        return self.weight[offset:offset + T]

@@ -335,6 +335,7 @@ _anomaly._attach(_set_tracer)  # anomaly mode (autograd/anomaly.py) sits below t
 
 
 _new = object.__new__  # Tensor.__new__, without the attribute lookup
+_ndarray = np.ndarray
 
 _transform = None  # a running minigrad.func transform (forward mode, func/forward.py), which make_node defers to
 
@@ -355,28 +356,33 @@ def make_node(data, parents, backward, name, *, vjp=None, reference=None, jvp=No
     the torch.autograd.Function style. jvp: the op's tangent rule for forward mode (minigrad/func/forward.py),
     for a kernel whose rule does not carry one (`vjp.jvp`), called with the constants `vjp` is bound with.
     """
-    rule = vjp if backward is None else _higher.ArrayBackward(backward, vjp, reference, name)
-    if rule is None:
-        raise TypeError(f"make_node: op {name!r} needs a backward closure or a vjp rule, got neither")
+    if backward is None:
+        rule = vjp
+        if rule is None:
+            raise TypeError(f"make_node: op {name!r} needs a backward closure or a vjp rule, got neither")
+    else:
+        rule = _higher.ArrayBackward(backward, vjp, reference, name)
     if _tracer is not None:  # minigrad.trace(), anomaly mode, a compile capture or a jvp is running: it sees the node
         if _transform is not None:  # a jvp (func/forward.py, which sets a tracer too): it makes the node and its tangent
             return _transform.node(data, parents, backward, name, vjp, reference, jvp)
-        data = data if type(data) is np.ndarray else np.asarray(data)  # (the array the node will hold)
+        data = data if type(data) is _ndarray else np.asarray(data)  # (the array the node will hold)
         rule = _tracer.node(data, parents, rule, name)
         if isinstance(rule, Tensor):  # a transform (vmap, func/vmap.py) built the node itself: the op's output
             return rule
     out = _new(Tensor)
-    out.data = data if type(data) is np.ndarray else np.asarray(data)
+    out.data = data if type(data) is _ndarray else np.asarray(data)
     out.grad = None
     # grad mode is on unless some thread turned it off and this thread is one of them (a global read first:
     # the thread-local lookup costs several times more, on the hottest path there is)
     if _gm._n_disabled == 0 or _gm._grad_mode.enabled:
         try:
             for p in parents:
-                if p.requires_grad:
-                    # _clock: the time it was recorded (see autograd/versions.py)
-                    out.requires_grad, out._parents, out._backward, out._op, out._clock = (
-                        True, parents, rule, name, _versions._clock)
+                if p.requires_grad:  # one store each (a tuple of five, packed and unpacked, costs more)
+                    out.requires_grad = True
+                    out._parents = parents
+                    out._backward = rule
+                    out._op = name
+                    out._clock = _versions._clock  # the time it was recorded (see autograd/versions.py)
                     return out
         except AttributeError:  # a try costs nothing until it catches (Python 3.11)
             raise TypeError(f"make_node: parents must be a tuple of Tensors, got "

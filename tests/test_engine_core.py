@@ -66,6 +66,24 @@ def test_node_used_by_many_children_and_parents_twice():
     np.testing.assert_allclose(a.grad, 3 * 0.7 ** 2 + 2 * 0.7 + 2 * 0.7 * math.exp(0.49))
 
 
+@pytest.mark.parametrize("n", [4, 4096])  # 4096: big buffers, summed and reused in place by the fast walk
+def test_fast_walk_equals_reference_where_several_inputs_become_ready_at_once(n, float64):
+    # the fast walk runs the input that became ready last at once and parks the others (run_backward's `nxt`)
+    rng = np.random.default_rng(0)
+    x, w = (mg.tensor(rng.standard_normal(n), requires_grad=True) for _ in range(2))
+
+    def loss():
+        p, q, r = x.tanh(), x * w, -(w.exp())  # three interior nodes, all ready when `s` has run
+        s = (p * q) - r * p + q / 3.0
+        return (s * s).sum() + (p + q).sum()  # fan-in: p and q each get several gradients
+    loss().backward()
+    fast = [x.grad.copy(), w.grad.copy()]
+    x.grad = w.grad = None
+    mg.reference_backward(loss())
+    np.testing.assert_allclose(x.grad, fast[0], rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(w.grad, fast[1], rtol=1e-13, atol=1e-13)
+
+
 def test_backward_twice_accumulates_on_leaves_only():
     a = leaf([1.0, 2.0, 3.0])
     b = a * a  # non-leaf

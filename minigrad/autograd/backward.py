@@ -93,17 +93,26 @@ def node_grads(root, grad=None):
         g = grads.get(node)
         if g is None or node._backward is None:  # a leaf, or a node no gradient reaches
             continue
-        pgrads = call_rule(node, g, node.data, [p.data for p in node._parents])  # the op's rule, on arrays
-        if len(pgrads) != len(node._parents):
-            raise _count_error(node._op, pgrads, node._parents)
-        for p, pg in zip(node._parents, pgrads):
-            if pg is None or not p.requires_grad:
-                continue
+        for p, pg in zip(node._parents, array_grads(node, g)):
+            if pg is not None:
+                grads[p] = grads[p] + pg if p in grads else pg
+    return grads
+
+
+def array_grads(node, g):
+    """node's rule on arrays (call_rule): one gradient per parent, None where none is needed, else dense, summed
+    down to the parent's shape and in its dtype."""
+    pgrads = call_rule(node, g, node.data, [p.data for p in node._parents])
+    if len(pgrads) != len(node._parents):
+        raise _count_error(node._op, pgrads, node._parents)
+    out = []
+    for p, pg in zip(node._parents, pgrads):
+        if pg is not None and p.requires_grad:
             if type(pg) is Scatter:             # indexing hands back "g at these places"
                 pg = pg.dense(p.shape, p.dtype)
             pg = _unbroadcast(np.asarray(pg), p.shape, node._op).astype(p.dtype, copy=False)
-            grads[p] = grads[p] + pg if p in grads else pg
-    return grads
+        out.append(pg if p.requires_grad else None)
+    return out
 
 
 def reference_backward(tensor, grad=None):
@@ -123,12 +132,14 @@ def reference_backward(tensor, grad=None):
 # ---- what both walks use: undoing broadcasting, and a sparse gradient for indexing ----------------
 
 def _unbroadcast(g, shape, op):
-    """Sum g down to `shape`, undoing NumPy broadcasting; the result is freshly allocated."""
+    """Sum g (an array, or a Tensor under create_graph: Tensor sums, differentiable) down to `shape`, undoing
+    NumPy broadcasting; an array result is freshly allocated unless g already had the shape."""
     extra, g_shape = g.ndim - len(shape), g.shape  # g_shape: for the error, before any summing
     if extra < 0:
         raise AssertionError(f"{op} backward: gradient of shape {g.shape} has fewer dims than its input {shape}")
     if extra:
-        g = colsum(g, extra)  # a BLAS product with ones: NumPy's sum over leading axes is slower
+        # a BLAS product with ones for an array: NumPy's sum over leading axes is slower
+        g = colsum(g, extra) if type(g) is np.ndarray else g.sum(axis=tuple(range(extra)))
         if g.shape == shape:  # only leading axes were broadcast (a bias, say): done
             return g
     axes = tuple(i for i, n in enumerate(shape) if n == 1 and g.shape[i] != 1)
@@ -147,6 +158,7 @@ class Scatter:
     """
 
     __slots__ = ("index", "g", "repeats")
+    shape = None  # never an array's shape: run_backward tells a Scatter by it after the shape test it does anyway
 
     def __init__(self, index, g, repeats):
         self.index, self.g, self.repeats = index, g, repeats  # repeats: an integer-array index may repeat
@@ -183,7 +195,8 @@ def run_backward(root, grad, retain_graph=False):
     random graphs); each difference is a speed measure, commented where it happens:
     - Kahn's algorithm on child counts instead of a sort: a node runs once every child has sent its part,
       and its summed gradient is dropped right after, and the node itself is forgotten by the walk (peak
-      memory is the frontier, not the whole graph);
+      memory is the frontier, not the whole graph); the node that became ready last runs next with its
+      gradient in hand, as the ready stack would have it (in a chain no gradient is ever stored);
     - the graph is freed as it is walked unless retain_graph (nothing walks it again);
     - a gradient buffer the engine made itself (`owned`) is summed into in place, and a rule declared
       saves(..., in_place=True) may reuse it (no one else holds that buffer, so no one sees it change);
@@ -197,9 +210,9 @@ def run_backward(root, grad, retain_graph=False):
     if root._backward is None:  # backward() on a leaf: its gradient is `grad` itself
         _into_leaf(root, grad, fresh=False)
         return
-    # 1. count, for each interior node, how many edges come into it from nodes that need its gradient
-    # (the reference walk's topological sort, replaced by counts: the ready list below is then an order)
-    pending = {root: 0}
+    # 1. count, for each interior node below the root, how many edges come into it from nodes that need its
+    # gradient (the reference walk's topological sort, replaced by counts: the walk below is then an order)
+    pending = {}
     stack = [root]
     clock = _versions._clock  # nothing changes in place during the walk
     while stack:
@@ -207,39 +220,38 @@ def run_backward(root, grad, retain_graph=False):
         if node._clock != clock:  # something changed in place since this node was recorded: check
             _check_versions(node)
         for p in node._parents:
-            if p.requires_grad and p._backward is not None:
+            if p._backward is not None and p.requires_grad:
                 if p in pending:
                     pending[p] += 1
                 else:
                     pending[p] = 1
                     stack.append(p)
-    # 2. Kahn's walk: a node runs once all its children have handed it their gradient.
+    # 2. Kahn's walk: a node runs once all its children have handed it their gradient. `grads` holds the
+    # gradients summed so far, `ready` the nodes whose count reached 0 (a stack); the node that became ready
+    # last is run next without going through either (`nxt`: the same order, one dict and list trip fewer).
     # `owned` holds the nodes whose summed gradient no one else references, so += in place is safe.
-    grads = {root: grad}
-    owned = set()
-    ready = [root]
-    while ready:
-        node = ready.pop()
-        g = grads.pop(node, None)
+    grads, owned, ready = {}, set(), []
+    count, ndarray = pending.get, np.ndarray
+    node, g, g_owned = root, grad, False
+    while True:
         rule, parents = node._backward, node._parents
         if not retain_graph:  # safe: every edge into this node has been counted, nothing walks it again
             node._backward, node._parents = _freed, ()
+        k = len(parents)
         # g is None when every child sent None: the node still has to release its parents
         if g is None:
-            pgrads, g_owned = (None,) * len(parents), False
+            pgrads = (None,) * k
         else:
             # only big buffers are worth it (and a tiny one costs no page faults); a NumPy scalar has size 1
-            g_owned = g.size >= _IN_PLACE_MIN_SIZE and node in owned
-            if g_owned:  # dropped from the set at once: the walk keeps no big node it has passed alive
-                owned.discard(node)
+            g_owned = g_owned and g.size >= _IN_PLACE_MIN_SIZE
             # the rule, on arrays (one and two inputs spelled out: they are most nodes, and the list costs)
-            if len(parents) == 2:
+            if k == 2:
                 a, b = parents
                 if a.requires_grad and b.requires_grad:
                     pgrads = rule(g, node.data, a.data, b.data)
                 else:  # `need`: which inputs want a gradient (a rule may skip the others)
                     pgrads = rule(g, node.data, a.data, b.data, need=(a.requires_grad, b.requires_grad))
-            elif len(parents) == 1:
+            elif k == 1:
                 if g_owned and _in_place(rule):  # g is this node's own buffer: the rule may work in it
                     pgrads = rule(g, node.data, parents[0].data, owned=True)
                 else:
@@ -248,57 +260,84 @@ def run_backward(root, grad, retain_graph=False):
                 pgrads = rule.backward(g)  # (an ArrayBackward): its array closure needs g alone, not the arrays
             else:
                 pgrads = rule(g, node.data, *[p.data for p in parents], need=tuple([p.requires_grad for p in parents]))
-            if len(pgrads) != len(parents):  # one gradient per parent (B1); (zip(strict=True) costs ~0.1 us)
+            if len(pgrads) != k:  # one gradient per parent (B1); (zip(strict=True) costs ~0.1 us)
                 raise _count_error(node._op, pgrads, parents)
+        nxt = None
         for p, pg in zip(parents, pgrads):
-            if not p.requires_grad:
-                continue
-            if pg is not None:
-                if type(pg) is Scatter:
-                    if p._backward is None:
+            n = count(p)  # None: a leaf, or a node that needs no gradient (neither joins the walk)
+            if pg is not None and (n is not None or p.requires_grad):
+                pd = p.data
+                if pg.shape == pd.shape:
+                    # fresh: no one else holds pg. g itself or a view may be shared, unless g was this node's own
+                    # and it has one parent (a read-only view, such as sum's np.broadcast_to of g, is never adopted)
+                    fresh = (pg is not g and pg.base is None) or (g_owned and k == 1 and (
+                        pg is g or pg.base is (g if g.base is None else g.base)) and pg.flags.writeable)
+                elif type(pg) is Scatter:  # indexing hands back "g at these places" (a Scatter's .shape is None)
+                    if n is None:
                         _into_leaf(p, pg, fresh=False)
                         continue
                     _add_scatter(grads, owned, p, pg)
+                    pg = None  # added into grads: on to the count
                 else:
-                    pd = p.data
-                    if pg.shape != pd.shape:
-                        pg = _unbroadcast(pg, pd.shape, node._op)
-                        fresh = True
-                    elif pg.base is None and pg is not g:
-                        fresh = True
-                    else:  # g itself or a view may be shared, unless g was this node's own and it has one
-                        # parent (a read-only view, such as sum's np.broadcast_to of g, is never adopted)
-                        fresh = g_owned and len(parents) == 1 and (
-                            pg is g or pg.base is (g if g.base is None else g.base)) and pg.flags.writeable
+                    pg, fresh = _unbroadcast(pg, pd.shape, node._op), True
+                if pg is not None:
                     if pg.dtype is not pd.dtype and pg.dtype != pd.dtype:
                         pg, fresh = pg.astype(pd.dtype), True
-                    if p._backward is None:  # a leaf: straight into its .grad (nothing downstream needs it)
+                    if n is None:  # a leaf: straight into its .grad (nothing downstream needs it)
                         lg = p.grad  # _into_leaf's two usual cases, inlined (a call per leaf edge costs ~5%):
-                        if type(lg) is np.ndarray:
+                        if type(lg) is ndarray:
                             lg += pg  # add into the array the engine made
-                        elif lg is None and fresh and type(pg) is np.ndarray:
+                        elif lg is None and fresh and type(pg) is ndarray:
                             p.grad = pg  # adopt a fresh one
                         else:
                             _into_leaf(p, pg, fresh)
                         continue
-                    prev = grads.get(p)
-                    if prev is None:
+                    prev = grads.pop(p, None)
+                    if prev is not None:  # the reference walk's sum
+                        if type(prev) is ndarray and p in owned:
+                            prev += pg  # safe: the engine made prev and handed it to no one yet
+                            pg = prev
+                        else:
+                            pg = prev + pg  # in a new buffer, which the engine owns
+                        fresh = True
+                    if n > 1:  # more gradients to come
                         grads[p] = pg
                         if fresh:
                             owned.add(p)
-                    elif type(prev) is np.ndarray and p in owned:
-                        prev += pg  # safe: the engine made prev and handed it to no one yet
-                    else:
-                        grads[p] = prev + pg  # the reference walk's sum, in a new buffer the engine owns
-                        owned.add(p)
-            if p._backward is None:  # a leaf: no count to lower
+                        pending[p] = n - 1
+                    else:  # p's last gradient: p is ready (the lines below, with its gradient in hand)
+                        del pending[p]
+                        if nxt is not None:
+                            _park(grads, owned, ready, nxt, nxt_g, nxt_owned)
+                        nxt, nxt_g, nxt_owned = p, pg, fresh
+                    continue
+            if n is None:
                 continue
-            n = pending[p] - 1  # an interior node counts this edge as done, gradient or None
-            if n:
-                pending[p] = n
+            if n > 1:  # an interior node counts this edge as done, gradient or None
+                pending[p] = n - 1
             else:  # ready; forgotten here, so a node the walk has passed is freed (checkpointing relies on it)
                 del pending[p]
-                ready.append(p)
+                if nxt is not None:
+                    _park(grads, owned, ready, nxt, nxt_g, nxt_owned)
+                nxt, nxt_g, nxt_owned = p, grads.pop(p, None), p in owned
+        if nxt is not None:  # the node that became ready last runs next, as if it were popped from `ready`
+            node, g, g_owned = nxt, nxt_g, nxt_owned
+        elif ready:
+            node = ready.pop()
+            g = grads.pop(node, None)
+            g_owned = node in owned
+        else:
+            return
+        owned.discard(node)  # the walk keeps no node it has passed alive
+
+
+def _park(grads, owned, ready, node, g, g_owned):
+    """Put a ready node on the `ready` stack, with its summed gradient (a second parent became ready after it)."""
+    if g is not None:
+        grads[node] = g
+        if g_owned:
+            owned.add(node)
+    ready.append(node)
 
 
 def _add_scatter(grads, owned, p, s):

@@ -16,7 +16,7 @@ import numpy as np
 from . import grad_mode as _gm
 from . import hooks as _hooks
 from . import versions as _versions
-from .backward import Scatter, _check_alive, _count_error, _freed, _topo, _unbroadcast, call_rule
+from .backward import Scatter, _check_alive, _count_error, _freed, _topo, _unbroadcast, array_grads, call_rule
 from .versions import _check_versions
 
 VJPS = {}  # a minigrad.Function subclass -> its rule for create_graph (register_vjp)
@@ -70,36 +70,9 @@ class ArrayBackward:
                            f"make_node a rule (vjp=) or its plain form in ops (reference=)")
 
 
-def _sum_to(g, shape):
-    """g (a Tensor) summed down to `shape`, undoing broadcasting in Tensor ops (so it stays differentiable)."""
-    if g.shape == tuple(shape):
-        return g
-    extra = g.ndim - len(shape)
-    if extra < 0:
-        raise AssertionError(f"double backward: gradient of shape {g.shape} has fewer dims than its input {shape}")
-    if extra:
-        g = g.sum(axis=tuple(range(extra)))
-    axes = tuple(i for i, n in enumerate(shape) if n == 1 and g.shape[i] != 1)
-    if axes:
-        g = g.sum(axis=axes, keepdims=True)
-    if g.shape != tuple(shape):
-        raise AssertionError(f"double backward: gradient of shape {g.shape} does not fit its input {shape}")
-    return g
-
-
 def _array_vjp(node, g):
-    """The first-order step: the node's rule on arrays, its Scatters made dense, wrapped as constant Tensors."""
-    out, pgrads = [], call_rule(node, g.data, node.data, [p.data for p in node._parents])
-    if len(pgrads) != len(node._parents):
-        raise _count_error(node._op, pgrads, node._parents)
-    for p, pg in zip(node._parents, pgrads):
-        if pg is None or not p.requires_grad:
-            out.append(None)
-            continue
-        if type(pg) is Scatter:
-            pg = pg.dense(p.data.shape, p.data.dtype)
-        out.append(type(node)(_unbroadcast(pg, p.data.shape, node._op).astype(p.data.dtype, copy=False)))
-    return out
+    """The first-order step: the node's rule on arrays (array_grads), as constant Tensors."""
+    return [None if pg is None else type(node)(pg) for pg in array_grads(node, g.data)]
 
 
 def walk(roots, grads, inputs=None, create_graph=False, retain_graph=None, allow_unused=False, partial=False):
@@ -170,7 +143,7 @@ def walk(roots, grads, inputs=None, create_graph=False, retain_graph=None, allow
                     continue
                 if not isinstance(pg, type(node)):  # a constant gradient (an array, a Scatter): no graph
                     pg = type(node)(pg.dense(p.data.shape, p.data.dtype) if type(pg) is Scatter else np.asarray(pg))
-                pg = _sum_to(pg, p.data.shape)
+                pg = _unbroadcast(pg, p.data.shape, node._op)
                 if pg.dtype != p.data.dtype:
                     pg = pg.astype(p.data.dtype)
                 acc[p] = acc[p] + pg if p in acc else pg

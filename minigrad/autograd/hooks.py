@@ -146,13 +146,19 @@ def register_hook(t, fn):
         handle = RemovableHandle(hooks, lambda: None if hooks else _leaves.pop(key, None))
         hooks[handle.id] = fn
         return handle
+    hooks = _nonleaf_hooks(t)
+    handle = RemovableHandle(hooks)
+    hooks[handle.id] = fn
+    return handle
+
+
+def _nonleaf_hooks(t):
+    """The hooks of the non-leaf t; the first time, they are put in front of its gradient rule (_wrap)."""
     new = id(t) not in _nonleaf
     hooks = _entry(t, _nonleaf)
     if new:
         _wrap(t, hooks)
-    handle = RemovableHandle(hooks)
-    hooks[handle.id] = fn
-    return handle
+    return hooks
 
 
 def retain_grad(t):
@@ -161,11 +167,7 @@ def retain_grad(t):
         raise RuntimeError("retain_grad: can't retain_grad on a Tensor that has requires_grad=False")
     if t._backward is None:
         return
-    new = id(t) not in _nonleaf
-    hooks = _entry(t, _nonleaf)
-    if new:
-        _wrap(t, hooks)
-    hooks.retains = True
+    _nonleaf_hooks(t).retains = True
 
 
 def retains_grad(t):

@@ -77,39 +77,23 @@ def zeros_like(g):
     return g * 0.0 if isinstance(g, Tensor) else np.zeros_like(g)
 
 
-def exp(x):
-    """np.exp, or the exp op."""
-    return x.exp() if isinstance(x, Tensor) else np.exp(x)
+def _ufunc(name):
+    """np.<name>, or the <name> op (the Tensor method) for a Tensor."""
+    f = getattr(np, name)
+
+    def fn(x):
+        return getattr(x, name)() if isinstance(x, Tensor) else f(x)
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"np.{name}, or the {name} op."
+    return fn
 
 
-def log(x):
-    """np.log, or the log op."""
-    return x.log() if isinstance(x, Tensor) else np.log(x)
-
-
-def log1p(x):
-    """np.log1p, or the log1p op."""
-    return x.log1p() if isinstance(x, Tensor) else np.log1p(x)
+exp, log, log1p, sin, cos, tanh = (_ufunc(n) for n in ("exp", "log", "log1p", "sin", "cos", "tanh"))
 
 
 def maximum(x, y):
     """np.maximum, or the maximum op if x is a Tensor (ties share the gradient, as torch)."""
     return x.maximum(y) if isinstance(x, Tensor) else np.maximum(x, y)
-
-
-def sin(x):
-    """np.sin, or the sin op."""
-    return x.sin() if isinstance(x, Tensor) else np.sin(x)
-
-
-def cos(x):
-    """np.cos, or the cos op."""
-    return x.cos() if isinstance(x, Tensor) else np.cos(x)
-
-
-def tanh(x):
-    """np.tanh, or the tanh op."""
-    return x.tanh() if isinstance(x, Tensor) else np.tanh(x)
 
 
 def sign(x):

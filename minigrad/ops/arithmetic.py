@@ -27,12 +27,9 @@ METHODS = ("pow", "floor_divide", "remainder")
 # ---- elementwise arithmetic --------------------------------------------------------------------
 
 
-@saves(jvp=lambda t, out, a, b: tangent_sum(*t))  # tangent: d(a + b) = da + db
+@saves(jvp=lambda t, out, a, b: tangent_sum(*t), forward=np.add)  # tangent: d(a + b) = da + db
 def _add_vjp(g, out, a, b, need=(True, True)):  # d(a + b) = (g, g)
     return g, g
-
-
-_add_vjp.forward = np.add  # each rule's array forward, for minigrad.compile's tape (docs/compile.md)
 
 
 def add(a, b):
@@ -116,12 +113,9 @@ def _rsub_number_vjp(s, g, out, x):  # d(c - x) = -g
     return (-g,)
 
 
-@saves(in_place=True, jvp=lambda t, out, x: -t[0])  # tangent: d(-x) = -dx
+@saves(in_place=True, jvp=lambda t, out, x: -t[0], forward=np.negative)  # tangent: d(-x) = -dx
 def _neg_vjp(g, out, x, owned=False):  # d(-x) = -g; in g's own buffer when the engine owns it
     return (np.negative(g, out=g) if owned else -g,)
-
-
-_neg_vjp.forward = np.negative
 
 
 def neg(a):
@@ -134,23 +128,17 @@ def _mul_jvp(t, out, a, b):  # d(ab) = da b + a db
     return tangent_sum(None if t[0] is None else t[0] * b, None if t[1] is None else a * t[1])
 
 
-@saves("inputs", jvp=_mul_jvp)
+@saves("inputs", jvp=_mul_jvp, forward=np.multiply)
 def _mul_vjp(g, out, a, b, need=(True, True)):  # d(ab) = (g b, g a)
     return (g * b if need[0] else None), (g * a if need[1] else None)
 
 
-_mul_vjp.forward = np.multiply
-
-
-@saves(in_place=True, jvp=lambda s, t, out, x: t[0] * s)  # tangent: d(x s) = dx s
+@saves(in_place=True, jvp=lambda s, t, out, x: t[0] * s, forward=lambda s, x: x * s)  # tangent: d(x s) = dx s
 def _scale_vjp(s, g, out, x, owned=False):  # d(x s) = g s, s a number; in g's own buffer when the engine owns it
     if owned and g.dtype.kind == "f" and type(s) is not complex:
         g *= s
         return (g,)
     return (g * s,)
-
-
-_scale_vjp.forward = lambda s, x: x * s  # noqa: E731
 
 
 def mul(a, b):
@@ -192,13 +180,10 @@ def _div_jvp(t, out, a, b):  # d(a / b) = da / b - out db / b
     return tangent_sum(None if t[0] is None else t[0] / b, None if t[1] is None else -(t[1] * out / b))
 
 
+@saves("out", "inputs", jvp=_div_jvp, forward=np.divide)
 def _div_vjp(g, out, a, b, need=(True, True)):  # d(a / b) = (g / b, -g a / b^2) = (g / b, -g out / b)
     ga = g / b
     return (ga if need[0] else None), (-ga * out if need[1] else None)
-
-
-_div_vjp.forward = np.divide
-_div_vjp.jvp = _div_jvp
 
 
 def div(a, b):

@@ -126,17 +126,14 @@ def _getitem_jvp(index, advanced, inv, t, out, x):  # dx at the indexed places (
     return d if inv is None else _dual.permute(d, tuple(int(i) for i in np.argsort(inv)))
 
 
-@saves(jvp=_getitem_jvp)
+@saves(jvp=_getitem_jvp, forward=lambda index, advanced, inv, x: (
+    x[index] if inv is None else x[index].transpose(tuple(int(i) for i in np.argsort(inv)))))
 def _getitem_vjp(index, advanced, inv, g, out, x):
     """g back at the indexed places (added up where an integer index repeats); inv: torch's placement of the
     advanced dims undone first. On arrays a Scatter, which the engine adds into the input's gradient in place."""
     if inv is not None:
         g = _dual.permute(g, inv)
     return (_scatter(g, index, x.shape, advanced),)
-
-
-_getitem_vjp.forward = lambda index, advanced, inv, x: (  # noqa: E731  (for minigrad.compile's tape)
-    x[index] if inv is None else x[index].transpose(tuple(int(i) for i in np.argsort(inv))))
 
 
 def _scatter(g, index, shape, repeats):

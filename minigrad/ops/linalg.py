@@ -27,7 +27,7 @@ def _matmul_jvp(t, out, a, b):  # d(A B) = dA B + A dB
     return _dual.tangent_sum(None if t[0] is None else t[0] @ b, None if t[1] is None else a @ t[1])
 
 
-@saves("inputs", jvp=_matmul_jvp)
+@saves("inputs", jvp=_matmul_jvp, forward=lambda a, b: np.matmul(*promote(a, b)) if a.dtype is not b.dtype else a @ b)
 def _matmul_vjp(g, out, a, b, need=(True, True)):  # d(A B) = (g B^T, A^T g), vectors promoted to matrices and back
     if a.ndim == 2 and b.ndim == 2:  # two matrices (x @ W, say): the shortest path
         return (_mm(g, b.T) if need[0] else None), (_mm(a.T, g) if need[1] else None)
@@ -50,9 +50,6 @@ def _matmul_vjp(g, out, a, b, need=(True, True)):  # d(A B) = (g B^T, A^T g), ve
         if b.ndim == 1:
             gb = gb[..., 0]
     return ga, gb
-
-
-_matmul_vjp.forward = lambda a, b: np.matmul(*promote(a, b)) if a.dtype is not b.dtype else a @ b  # noqa: E731
 
 
 def matmul(a, b):

@@ -89,12 +89,9 @@ def _permute_jvp(inv, t, out, x):  # dx permuted (inv is the inverse permutation
     return _dual.permute(t[0], tuple(int(i) for i in np.argsort(inv)))
 
 
-@saves(jvp=_permute_jvp)
+@saves(jvp=_permute_jvp, forward=lambda inv, x: x.transpose(tuple(int(i) for i in np.argsort(inv))))
 def _permute_vjp(inv, g, out, x):  # the inverse permutation
     return (_dual.permute(g, inv),)
-
-
-_permute_vjp.forward = lambda inv, x: x.transpose(tuple(int(i) for i in np.argsort(inv)))  # noqa: E731
 
 
 def swapaxes(a, axis1, axis2):
@@ -190,16 +187,13 @@ def _concat_jvp(axis, t, out, *xs):  # the tangents joined (zeros for an input w
     return concat(_dual.filled(t, xs), axis)
 
 
-@saves(jvp=_concat_jvp)
+@saves(jvp=_concat_jvp, forward=lambda axis, *xs: np.concatenate(xs, axis=axis))
 def _concat_vjp(axis, g, out, *xs, need=None):  # g cut into the inputs' pieces
     pieces, start = [], 0
     for x in xs:
         pieces.append(g[(slice(None),) * axis + (slice(start, start + x.shape[axis]),)])
         start += x.shape[axis]
     return pieces
-
-
-_concat_vjp.forward = lambda axis, *xs: np.concatenate(xs, axis=axis)  # noqa: E731
 
 
 cat = concat
@@ -221,12 +215,9 @@ def _stack_jvp(axis, t, out, *xs):  # the tangents stacked (zeros for an input w
     return stack(_dual.filled(t, xs), axis)
 
 
-@saves(jvp=_stack_jvp)
+@saves(jvp=_stack_jvp, forward=lambda axis, *xs: np.stack(xs, axis=axis))
 def _stack_vjp(axis, g, out, *xs, need=None):  # g's slices along the new axis
     return [g[(slice(None),) * axis + (i,)] for i in range(len(xs))]
-
-
-_stack_vjp.forward = lambda axis, *xs: np.stack(xs, axis=axis)  # noqa: E731
 
 
 def pad(a, pad_width, value=0.0):
