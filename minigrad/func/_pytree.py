@@ -104,3 +104,13 @@ def tree_map(fn, tree, *rest):
             raise ValueError(f"tree_map: tree {k + 1} has the structure {rs!r}, the first has {spec!r}")
         others.append(rl)
     return tree_unflatten([fn(x, *o) for x, *o in zip(leaves, *others)], spec)
+
+
+def unflatten_args(flat, trees, many):
+    """Per-leaf values `flat` laid out like the differentiated arguments (trees: each argument's (leaves, spec)):
+    one pytree per argument, a tuple of them when argnums was a tuple (`many`), else the one."""
+    parts, k = [], 0
+    for leaves, spec in trees:
+        parts.append(tree_unflatten(flat[k:k + len(leaves)], spec))
+        k += len(leaves)
+    return tuple(parts) if many else parts[0]

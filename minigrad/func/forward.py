@@ -34,7 +34,7 @@ from ..ops import stack
 from ..ops._dual import identity_vjp
 from ..tensor import Tensor, make_node
 from . import _state
-from ._pytree import tree_flatten, tree_unflatten
+from ._pytree import tree_flatten, tree_unflatten, unflatten_args
 
 __all__ = ("jvp", "jacfwd")
 
@@ -315,14 +315,7 @@ def jacfwd(func, argnums=0, has_aux=False):
             for m, o in enumerate(outs):
                 per_out.append([_columns([c[m] for c in cols[j]], o.shape, shapes[j][0], o.dtype, keep)
                                 for j in range(len(shapes))])
-        res = []
-        for jac in per_out:
-            parts, k = [], 0
-            for leaves, spec in trees:
-                parts.append(tree_unflatten(jac[k:k + len(leaves)], spec))
-                k += len(leaves)
-            res.append(tuple(parts) if many else parts[0])
-        jac = tree_unflatten(res, ospec)
+        jac = tree_unflatten([unflatten_args(j, trees, many) for j in per_out], ospec)
         return (jac, aux) if has_aux else jac
     wrapper.__name__ = f"jacfwd_{_state.name_of(func)}"
     wrapper.__doc__ = func.__doc__

@@ -22,7 +22,7 @@ from ..ops._dual import identity_vjp
 from ..tensor import Tensor, make_node
 from . import _state
 from . import vmap as _vmap
-from ._pytree import tree_flatten, tree_unflatten
+from ._pytree import tree_flatten, tree_unflatten, unflatten_args
 from .forward import copy_tangents, jacfwd
 
 __all__ = ("grad", "grad_and_value", "vjp", "jacrev", "hessian")
@@ -123,14 +123,20 @@ def grad_and_value(func, argnums=0, has_aux=False):
     return _grad_and_value(func, argnums, has_aux, fname)
 
 
+def _call(fname, func, args, kwargs, argnums, has_aux):
+    """func(*args, **kwargs) under grad mode, the arguments at argnums made fresh leaves (_prepare):
+    (their (leaves, spec) trees, whether argnums was a tuple, the output, the aux or None)."""
+    args, trees, many = _prepare(fname, args, argnums)
+    with enable_grad():
+        out = func(*args, **kwargs)
+    return (trees, many) + tuple(_split_aux(fname, out, has_aux))
+
+
 def _grad_and_value(func, argnums, has_aux, fname):
     @wraps(func)
     def wrapper(*args, **kwargs):
         with _state.running():
-            args, trees, many = _prepare(fname, args, argnums)
-            with enable_grad():
-                out = func(*args, **kwargs)
-            out, aux = _split_aux(fname, out, has_aux)
+            trees, many, out, aux = _call(fname, func, args, kwargs, argnums, has_aux)
             if not isinstance(out, Tensor):
                 raise TypeError(f"{fname}: the function must return a Tensor (one element), got {type(out).__name__}")
             if out.data.size != 1:
@@ -139,11 +145,7 @@ def _grad_and_value(func, argnums, has_aux, fname):
             inputs = [x for leaves, _ in trees for x in leaves]
             keep = _state.depth > 1 or _reaches_outside([out], inputs)
             gs = _sweep([out], [Tensor(np.ones(out.shape, out.dtype))], inputs, keep)
-        grads, k = [], 0
-        for leaves, spec in trees:
-            grads.append(tree_unflatten(gs[k:k + len(leaves)], spec))
-            k += len(leaves)
-        g = tuple(grads) if many else grads[0]
+        g = unflatten_args(gs, trees, many)
         value = _detach(out, keep)
         return (g, (value, _detach(aux, keep))) if has_aux else (g, value)
     return wrapper
@@ -194,11 +196,7 @@ def vjp(func, *primals, has_aux=False):
         with _state.running():
             graph = keep or _state.depth > 1 or any(c.requires_grad for c in seeds)
             gs = _sweep(outs, seeds, inputs, graph)
-        res, k = [], 0
-        for leaves, spec in trees:
-            res.append(tree_unflatten(gs[k:k + len(leaves)], spec))
-            k += len(leaves)
-        return tuple(res)
+        return unflatten_args(gs, trees, True)  # (torch's vjp_fn: a tuple, one entry per primal)
     value = _detach(out, keep)
     return (value, vjp_fn, _detach(aux, keep)) if has_aux else (value, vjp_fn)
 
@@ -212,10 +210,7 @@ def jacrev(func, argnums=0, has_aux=False):
     @wraps(func)
     def wrapper(*args, **kwargs):
         with _state.running():
-            args, trees, many = _prepare(fname, args, argnums)
-            with enable_grad():
-                out = func(*args, **kwargs)
-            out, aux = _split_aux(fname, out, has_aux)
+            trees, many, out, aux = _call(fname, func, args, kwargs, argnums, has_aux)
             outs, ospec = tree_flatten(out)
             inputs = [x for leaves, _ in trees for x in leaves]
             keep = _state.depth > 1 or _reaches_outside(outs, inputs)
@@ -229,14 +224,7 @@ def jacrev(func, argnums=0, has_aux=False):
                     seed[k] = 1
                     rows.append(_sweep([o], [Tensor(seed.reshape(o.shape))], inputs, keep))
                 per_out.append([_stack([r[j] for r in rows], o.shape, x, keep) for j, x in enumerate(inputs)])
-        res = []
-        for jac in per_out:
-            parts, k = [], 0
-            for leaves, spec in trees:
-                parts.append(tree_unflatten(jac[k:k + len(leaves)], spec))
-                k += len(leaves)
-            res.append(tuple(parts) if many else parts[0])
-        jac = tree_unflatten(res, ospec)
+        jac = tree_unflatten([unflatten_args(j, trees, many) for j in per_out], ospec)
         return (jac, _detach(aux, keep)) if has_aux else jac
     return wrapper
 

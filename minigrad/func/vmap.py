@@ -388,19 +388,7 @@ def batched_input(x, make_input):
     from ..ops import expand, reshape
     _reads.clear()  # (the transform's own reads of the batch are no op's constants)
     levels = tuple(l for l, _, _ in _running)
-    sizes = tuple(_sizes[l] for l in levels)
-    have = x._levels if type(x) is BatchedTensor else ()
-    v = physical(x)
-    shape = []
-    k = 0
-    for l in levels:
-        if l in have:
-            shape.append(v.shape[k])
-            k += 1
-        else:
-            shape.append(1)
-    v = reshape(v, tuple(shape) + v.shape[k:]) if len(have) != len(levels) else v
-    full = sizes + v.shape[len(levels):]
+    v, full = _aligned(x, levels, reshape)
     if v.requires_grad:
         return wrap(make_input(expand(v, full)), levels)
     leaf = Tensor(np.broadcast_to(v.data, full), requires_grad=True) if v.shape != full else make_input(v)
@@ -430,8 +418,9 @@ def sweep_args(outs, seeds, inputs):
     return [physical(o) for o in pouts], pseeds, pins, rewrap
 
 
-def _full(t, levels, expand, reshape):
-    """t as a BatchedTensor at every level in `levels`, full size."""
+def _aligned(t, levels, reshape):
+    """(t's physical Tensor with a batch dim for every level in `levels`, size 1 where t is not batched at it;
+    the full physical shape, every level at its size)."""
     have = t._levels if type(t) is BatchedTensor else ()
     v = physical(t)
     shape, k = [], 0
@@ -442,5 +431,10 @@ def _full(t, levels, expand, reshape):
         else:
             shape.append(1)
     v = reshape(v, tuple(shape) + v.shape[k:]) if len(have) != len(levels) else v
-    full = tuple(_sizes[l] for l in levels) + v.shape[len(levels):]
+    return v, tuple(_sizes[l] for l in levels) + v.shape[len(levels):]
+
+
+def _full(t, levels, expand, reshape):
+    """t as a BatchedTensor at every level in `levels`, full size."""
+    v, full = _aligned(t, levels, reshape)
     return wrap(expand(v, full) if v.shape != full else v, levels)
