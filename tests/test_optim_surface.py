@@ -225,6 +225,17 @@ def test_closure_and_zero_grad_set_to_none():
     assert p.grad is None
 
 
+def test_zero_grad_reaches_every_group():
+    a, b = (mg.tensor(np.array([1.0, 2.0]), requires_grad=True) for _ in range(2))
+    opt = optim.SGD([{"params": [a]}, {"params": [b], "lr": 0.5}], lr=0.1)
+    a.grad, b.grad = np.ones(2), np.full(2, 3.0)
+    gb = b.grad
+    opt.zero_grad(set_to_none=False)
+    assert b.grad is gb and np.all(gb == 0) and np.all(a.grad == 0)
+    opt.zero_grad()
+    assert a.grad is None and b.grad is None
+
+
 def test_duplicate_parameters_warn_and_step_once():
     p = mg.tensor(np.zeros(2), requires_grad=True)
     with pytest.warns(UserWarning, match=r"SGD: a parameter group holds the same parameter more than once"):

@@ -299,7 +299,8 @@ class Recorder:
     def sgd_step(self, opt):
         """Write down a plain SGD step (no momentum, weight decay or maximize) as its array updates, what SGD's
         _update_group does, p.data -= lr * g with lr read from the group on every replay; the guard checks the
-        group stays plain. Any other optimizer step is a call of opt.step()."""
+        group stays plain. Any other optimizer step is a call of opt.step(). lr * g goes into a scratch array of
+        the gradient's shape and dtype, the same bits as SGD's temporary."""
         updated = []
         for group in opt.param_groups:
             gname = self.obj(group, "G")
@@ -312,7 +313,10 @@ class Recorder:
                     if lr is None:
                         lr = lrs[p.grad.dtype] = f"lr{next(self._n)}"
                         self.lines.append(f"{lr} = {self.obj(const)}({gname}['lr'], {self.obj(p.grad.dtype)})")
-                    self.lines.append(f"{name}.data -= {lr} * {name}.grad")
+                    # lr * g into a scratch array the tape owns (no temporary per replay), then subtracted
+                    buf = self.obj(np.empty(p.grad.shape, p.grad.dtype), "B")
+                    self.lines.append(f"{self.obj(np.multiply)}({lr}, {name}.grad, {buf})")
+                    self.lines.append(f"{name}.data -= {buf}")
                     updated.append(name)
         self.key.append(("call", "SGD", "step"))
         if updated:
@@ -385,5 +389,8 @@ class Recorder:
 
 def _result(arr):
     """A returned array as a Tensor (no graph: its backward already ran inside the tape); Tensor(arr) without its
-    checks, which the capture's Tensor(arr) passed for this array's dtype."""
-    return _standin(arr, False)
+    checks, which the capture's Tensor(arr) passed for this array's dtype; _standin's lines, inlined: each replay
+    calls this)."""
+    t = _new(Tensor)
+    t.data, t.grad, t.requires_grad, t._parents, t._backward, t._op = arr, None, False, (), None, None
+    return t

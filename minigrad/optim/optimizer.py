@@ -97,11 +97,14 @@ class Optimizer:
 
     def zero_grad(self, set_to_none=True):
         """Drop every gradient (set_to_none=False: fill it with zeros in place, as torch)."""
-        for p in self.params:
+        for group in self.param_groups:  # (not self.params: no list built; a compiled step calls this each replay)
             if set_to_none:
-                p.grad = None
-            elif p.grad is not None:
-                p.grad[...] = 0
+                for p in group["params"]:
+                    p.grad = None
+            else:
+                for p in group["params"]:
+                    if p.grad is not None:
+                        p.grad[...] = 0
 
     def step(self, closure=None):
         """One update of every parameter that has a gradient; closure() (re)computes the loss first if given."""
