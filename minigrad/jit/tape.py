@@ -53,7 +53,8 @@ def _address(a):
 
 
 def _standin(arr, requires_grad):
-    """A Tensor for a kernel's re-run on the replay's arrays (a leaf; the tape walks the backward itself)."""
+    """A Tensor for a kernel's re-run on the replay's arrays, or for a returned array (a leaf; the tape walks the
+    backward itself)."""
     t = _new(Tensor)  # Tensor(arr) without its checks: arr is the array the capture saw the kernel take
     t.data, t.grad, t.requires_grad, t._parents, t._backward, t._op = arr, None, requires_grad, (), None, None
     return t
@@ -363,7 +364,7 @@ class Recorder:
             v = self.var.get(id(value.data))
             if v is None:
                 raise CompileError("compile: the function returns a tensor the tape did not compute (a constant)")
-            return f"{self.obj(_result)}({v})"
+            return f"{self.obj(_standin)}({v}, False)"  # (no graph: its backward ran inside the tape)
         if isinstance(value, (tuple, list)):
             items = [self.output(v) for v in value]
             text = ", ".join(items) + ("," if len(items) == 1 and isinstance(value, tuple) else "")
@@ -385,12 +386,3 @@ class Recorder:
         ns = dict(self.ns)
         exec(compile(text, "<minigrad tape>", "exec"), ns)
         return ns["tape"], text
-
-
-def _result(arr):
-    """A returned array as a Tensor (no graph: its backward already ran inside the tape); Tensor(arr) without its
-    checks, which the capture's Tensor(arr) passed for this array's dtype; _standin's lines, inlined: each replay
-    calls this)."""
-    t = _new(Tensor)
-    t.data, t.grad, t.requires_grad, t._parents, t._backward, t._op = arr, None, False, (), None, None
-    return t
