@@ -46,6 +46,19 @@ def mlp_floor(p, x, y):
     return Impl(grads, grads)
 
 
+def mlp_bytes_only(p, x, y):
+    """A bound, not an implementation: only allocate and write the per-sample gradients' bytes (no arithmetic).
+    Any implementation returning fresh per-sample gradients pays at least this much."""
+    shapes = [(len(x),) + v.shape for v in p.values()]
+
+    def write():
+        out = [np.empty(shape, x.dtype) for shape in shapes]
+        for a in out:
+            a.fill(1)
+        return out
+    return Impl(write, None)
+
+
 def _mlp_loss(mg):
     def loss(p, x, y):
         h = mg.relu(mg.linear(x, p["w1"], p["b1"]))
@@ -102,7 +115,8 @@ def _torch_mlp_loss(torch_):
 
 def build_mlp(dtype, batch=B):
     data = mlp_data(dtype, batch)
-    makers = {"numpy floor": mlp_floor, "minigrad (vmap(grad))": lambda *d: minigrad_vmap(_mlp_loss, *d),
+    makers = {"numpy floor": mlp_floor, "numpy floor (bytes written only)": mlp_bytes_only,
+              "minigrad (vmap(grad))": lambda *d: minigrad_vmap(_mlp_loss, *d),
               "minigrad (loop)": lambda *d: minigrad_loop(_mlp_loss, *d),
               "torch (torch.func vmap(grad))": lambda *d: torch_vmap(_torch_mlp_loss, *d)}
     return make_impls(makers, *data)

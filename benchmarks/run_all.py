@@ -70,6 +70,9 @@ def _cell(rec, column):
         s = f"1.00 ({fmt_time(res['numpy floor']['median_s'])}{per})"
         if "numpy fwd only" in res:
             s += f"; fwd only {fmt_time(res['numpy fwd only']['median_s'])}{per}"
+        for name, st in res.items():  # other ways to write the floor, as bounds (bench_jvp, bench_per_sample)
+            if name != column and _column(name) == column:
+                s += f"<br>{st['ratio']:.2f} ({_variant(name, column)})"
         return s
     parts = []
     for name, st in res.items():
