@@ -31,7 +31,6 @@ import numpy as np
 
 from ..autograd import grad_mode as _gm
 from ..autograd.higher import ArrayBackward
-from ..ops import stack
 from ..ops._dual import identity_vjp
 from ..tensor import Tensor, make_node
 from . import _state
@@ -273,59 +272,76 @@ def jvp(func, primals, tangents, has_aux=False):
     return (out, touts, aux) if has_aux else (out, touts)
 
 
-def jacfwd(func, argnums=0, has_aux=False):
-    """The Jacobian of func by forward mode, one jvp per input entry (a basis tangent each): for an output of
-    shape S and an argument of shape A, a Tensor of shape S + A (pytrees and tuple argnums as jacrev). As
-    torch.func.jacfwd; it wins over jacrev when the inputs are fewer than the outputs (docs/func_forward.md)."""
+def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
+    """The Jacobian of func by forward mode: jvp vmapped over the basis of input tangents (one column per input
+    entry, all in one batched pass): for an output of shape S and an argument of shape A, a Tensor of shape S + A
+    (pytrees and tuple argnums as jacrev). As torch.func.jacfwd (randomness goes to that vmap); it wins over jacrev
+    when the inputs are fewer than the outputs (docs/func_forward.md). An op without a batching rule is an error
+    naming it (jacrev(func, chunk_size=1) runs without vmap)."""
     fname = f"jacfwd({_state.name_of(func)})"
 
     def wrapper(*args, **kwargs):
+        from .vmap import vmap, running
         nums, many = _state.argnums_tuple(fname, argnums, len(args))
         trees = [tree_flatten(args[i]) for i in nums]
         at, shapes = [], []
         for i, (leaves, _) in zip(nums, trees):
             for k, x in enumerate(leaves):
                 at.append((i, k))
-                shapes.append((np.shape(x.data if isinstance(x, Tensor) else x),
+                shapes.append((tuple(np.shape(x.data if isinstance(x, Tensor) else x)),
                                x.dtype if isinstance(x, Tensor) else np.asarray(x).dtype))
-        cols = []  # cols[j][e]: the output tangents for basis entry e of input leaf j
-        aux = ospec = outs = None
+        sizes = [int(np.prod(shape)) for shape, _ in shapes]
+        found = {}  # the output's structure, as the traced call saw it
+
+        def columns(*ts):
+            out, level = _run(fname, func, args, at, list(ts), kwargs)
+            out, aux = out if has_aux else (out, None)
+            outs, found["spec"] = tree_flatten(out)
+            found["shapes"] = [(o.shape, o.dtype) for o in outs]
+            return tuple(_out_tangents(fname, outs, level)), aux
+        columns.__name__ = fname
         with _state.running():
-            for j, (shape, dtype) in enumerate(shapes):
-                n = int(np.prod(shape))
-                cols.append([])
-                for e in range(n):
-                    basis = np.zeros(n, dtype)
-                    basis[e] = 1
-                    ts = [None] * len(shapes)
-                    ts[j] = _const(basis.reshape(shape))
-                    out, level = _run(fname, func, args, at, ts, kwargs)
-                    if has_aux:
-                        out, aux = out
-                    outs, ospec = tree_flatten(out)
-                    cols[j].append(_out_tangents(fname, outs, level))
-            if outs is None:  # no input entries at all: run once for the output's structure
-                out, _ = _run(fname, func, args, at, [None] * len(at), kwargs)
-                if has_aux:
-                    out, aux = out
-                outs, ospec = tree_flatten(out)
-            keep = _state.depth > 1 or _state.outer_graph([t for col in cols for ts in col for t in ts])
+            if sum(sizes) == 0:  # no input entries at all: run once for the output's structure
+                cols, aux = columns(*[None] * len(at))
+            else:
+                try:  # (aux: the same for every column, as it is computed from the primals only)
+                    cols, aux = vmap(columns, out_dims=(0, None), randomness=randomness)(*_basis(sizes, shapes))
+                except NotImplementedError as e:
+                    raise NotImplementedError(f"{e}. ({fname} vmaps jvp over the columns, as torch.func.jacfwd; "
+                                              f"jacrev(..., chunk_size=1) computes a Jacobian without vmap)") from e
+            keep = _state.depth > 1 or running() or _state.outer_graph(list(cols))
             per_out = []
-            for m, o in enumerate(outs):
-                per_out.append([_columns([c[m] for c in cols[j]], o.shape, shapes[j][0], o.dtype, keep)
-                                for j in range(len(shapes))])
-        jac = tree_unflatten([unflatten_args(j, trees, many) for j in per_out], ospec)
+            for c, (oshape, dtype) in zip(cols, found["shapes"]):
+                blocks, start = [], 0
+                for (shape, _), n in zip(shapes, sizes):
+                    blocks.append(_columns(c, start, n, oshape, shape, dtype, keep))
+                    start += n
+                per_out.append(blocks)
+        jac = tree_unflatten([unflatten_args(j, trees, many) for j in per_out], found["spec"])
         return (jac, aux) if has_aux else jac
     wrapper.__name__ = f"jacfwd_{_state.name_of(func)}"
     wrapper.__doc__ = func.__doc__
     return wrapper
 
 
-def _columns(cols, out_shape, in_shape, dtype, keep):
-    """The output tangents for each basis entry of an input, as the Jacobian of shape out_shape + in_shape."""
+def _basis(sizes, shapes):
+    """One basis tangent per input entry, all input leaves' entries in a row: for each leaf, (columns,) + its shape."""
+    total, start, basis = sum(sizes), 0, []
+    for n, (shape, dtype) in zip(sizes, shapes):
+        b = np.zeros((total, n), dtype)
+        b[np.arange(start, start + n), np.arange(n)] = 1
+        basis.append(Tensor(b.reshape((total,) + shape)))
+        start += n
+    return basis
+
+
+def _columns(c, start, n, out_shape, in_shape, dtype, keep):
+    """Columns start:start+n of c ((columns,) + out_shape) as the Jacobian block out_shape + in_shape."""
     shape = tuple(out_shape) + tuple(in_shape)
-    if not cols:
+    if n == 0:
         return Tensor(np.zeros(shape, dtype))
-    if keep:  # a differentiable stack (an outer transform or the caller's graph looks through it)
-        return stack(cols, axis=-1).reshape(shape)
-    return Tensor(np.stack([c.data for c in cols], axis=-1).reshape(shape))
+    nd = len(out_shape)
+    if keep:  # a differentiable block (an outer transform or the caller's graph looks through it)
+        c = c if start == 0 and n == c.shape[0] else c[start:start + n]
+        return c.permute(tuple(range(1, nd + 1)) + (0,)).reshape(shape) if nd else c.reshape(shape)
+    return Tensor(np.moveaxis(c.data[start:start + n], 0, -1).reshape(shape))

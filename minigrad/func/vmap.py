@@ -22,7 +22,8 @@ import numpy as np
 from .. import random as _random
 from ..tensor import Tensor, _set_tracer
 from . import _state, batching
-from ._batched import BatchedTensor, _arrays, _fwd_levels, _levels_of, _reads, _running, _sizes, _to_physical, wrap
+from ._batched import (BatchedTensor, _arrays, _fwd_levels, _levels_of, _reads, _running, _sizes, _to_logical,
+                       _to_physical, wrap)
 from ._pytree import _sorted_keys, tree_flatten, tree_unflatten
 
 __all__ = ("vmap",)
@@ -361,7 +362,8 @@ def batched_input(x, make_input):
     v, full = _aligned(x, levels, reshape)
     if v.requires_grad:
         return wrap(make_input(expand(v, full)), levels)
-    leaf = Tensor(np.broadcast_to(v.data, full), requires_grad=True) if v.shape != full else make_input(v)
+    leaf = _state.mark_internal(Tensor(np.broadcast_to(v.data, full), requires_grad=True)) if v.shape != full else \
+        make_input(v)
     out = wrap(leaf, levels)
     for lv in _fwd_levels():  # (a jvp outside: the stand-in carries x's tangent)
         t = lv.tangents.get(x)
@@ -391,6 +393,25 @@ def sweep_args(outs, seeds, inputs):
     def rewrap(grads):
         return [g if type(x) is not BatchedTensor or g is None else wrap(g, x._levels) for g, x in zip(grads, inputs)]
     return [physical(o) for o in pouts], pseeds, pins, rewrap
+
+
+def sweep_rows(outs, seeds, inputs):
+    """sweep_args for jacrev's rows: the graph (outs from inputs) was built outside the innermost vmap, whose batch
+    is the seeds' (one basis cotangent per row). The sweep runs on the physical graph of the outer vmaps with the
+    seeds batched at the innermost level, so every rule batches over the rows (torch.func's jacrev)."""
+    from ..ops import expand, reshape
+    _reads.clear()
+    outer = tuple(l for l, _, _ in _running[:-1])
+    pouts, pseeds = [], []
+    for o, s in zip(outs, seeds):
+        so = _full(o, outer, expand, reshape) if outer else o
+        pouts.append(physical(so))
+        pseeds.append(_to_physical(s, so) if type(so) is BatchedTensor else s)
+
+    def rewrap(grads):
+        return [g if g is None or type(x) is not BatchedTensor else _to_logical(g, x._levels)
+                for g, x in zip(grads, inputs)]
+    return pouts, pseeds, [physical(x) for x in inputs], rewrap
 
 
 def _aligned(t, levels, reshape):
