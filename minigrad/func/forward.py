@@ -16,13 +16,13 @@ grad, jacrev of jacfwd; or another jvp runs outside this one). A kernel with an 
 to make_node (`jvp=`), or has its plain form (`reference=`) recomputed under forward mode; an op with neither
 is an error naming it.
 
-How it is wired: while a jvp runs, `tensor._transform` holds this module's hook, and make_node (the one node
-builder) hands it each node; make_node looks for it inside its tracer check, so a pass-through tracer runs
-alongside and an op pays no extra check when nothing runs. Tangents live in a dict per **level**, one level per
-running jvp. Nested jvps (forward over forward) must not confuse their tangents (the perturbation confusion of
-Siskind and Pearlmutter): a node gets a tangent at every level where one of its inputs has one, outer levels
-first, each computed by the rule with that level and the ones inside it switched off, so the rule's own ops
-get tangents at the outer levels only (JAX's levels and torch's dual levels do the same).
+How it is wired: each running jvp is a **level**, a link of make_node's tracer chain (tensor.py's `_tracer`,
+innermost first, each link keeping the one it replaced as `prev`), so an op pays no extra check when nothing
+runs. The level makes each node through the links outside it, then the node's tangent (in the level's dict),
+with the rule's ops run by the links outside it too. So nested jvps (forward over forward) do not confuse their
+tangents (the perturbation confusion of Siskind and Pearlmutter): a node gets a tangent at every level where one
+of its inputs has one, outer levels first, and the rule's own ops get tangents at the outer levels only (JAX's
+levels and torch's dual levels do the same); a vmap outside batches them.
 """
 import sys
 from functools import partial

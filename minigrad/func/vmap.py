@@ -6,10 +6,11 @@ How it is built, in three pieces (docs/func_vmap.md walks through them):
    (its `_levels`, outer first; a dim of size 1 stands for "the same for every example"). Its logical shape, the
    one `x.shape` shows, is the rest. Its `.data` is example 0's array (a view): an op's forward runs on it as
    on one example, so every check and every constant the op derives (an axis, a shape) is the per-example one.
-2. Every op ends in `make_node` (tensor.py). While a vmap runs, make_node hands each node to this file's hook
-   (the `_tracer` slot it already checks, so an op pays nothing more when no vmap runs). A node with a batched
-   input goes to its op's *batching rule* (batching.py, one per op family): the rule moves the batch dims out of
-   the way and calls the op once on the whole physical batch. The node the op built for example 0 is dropped;
+2. Every op ends in `make_node` (tensor.py). While a vmap runs, make_node hands each node to this file's hook, a
+   link of its tracer chain (the `_tracer` slot it already checks, so an op pays nothing more when no vmap runs);
+   a node with no batched input is handed on to the next link (`prev`). A node with a batched input goes to its
+   op's *batching rule* (batching.py, one per op family): the rule moves the batch dims out of the way and calls
+   the op once on the whole physical batch. The node the op built for example 0 is dropped;
    the BatchedTensor of the physical result takes its place.
 3. Random ops ask `random._batching` (randomness="error" | "different" | "same"), and the reverse transforms
    (grad, vjp) ask `sweep_args` to sweep the physical graph, so vmap(grad(f)) gives per-example gradients.
