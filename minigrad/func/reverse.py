@@ -226,10 +226,10 @@ def jacrev(func, argnums=0, has_aux=False, *, chunk_size=None):
                 rows = _rows_one_by_one(outs, sizes, inputs, keep)
             else:
                 rows = _rows_by_vmap(fname, outs, sizes, inputs, chunk_size)
-            keep = keep or _vmap.running()  # (a differentiable reshape: an outer transform looks through it)
+            graph = keep or _vmap.running()  # (a differentiable reshape: an outer transform looks through it)
             per_out, start = [], 0
             for o, n in zip(outs, sizes):
-                per_out.append([_block(r, start, n, o.shape, x.shape, keep) for r, x in zip(rows, inputs)])
+                per_out.append([_block(r, start, n, o.shape, x.shape, graph) for r, x in zip(rows, inputs)])
                 start += n
         jac = tree_unflatten([unflatten_args(j, trees, many) for j in per_out], ospec)
         return (jac, _detach(aux, keep)) if has_aux else jac
