@@ -338,6 +338,7 @@ _anomaly._attach(_set_tracer)  # anomaly mode (autograd/anomaly.py) sits below t
 _new = object.__new__  # Tensor.__new__, without the attribute lookup
 _ndarray = np.ndarray
 
+
 def make_node(data, parents, backward, name, *, vjp=None, reference=None, jvp=None):
     """Wrap the array `data` as the output of op `name`: the one node builder, which every op uses.
 

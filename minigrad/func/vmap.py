@@ -15,7 +15,6 @@ How it is built, in three pieces (docs/func_vmap.md walks through them):
 3. Random ops ask `random._batching` (randomness="error" | "different" | "same"), and the reverse transforms
    (grad, vjp) ask `sweep_args` to sweep the physical graph, so vmap(grad(f)) gives per-example gradients.
 """
-import sys
 from functools import wraps
 
 import numpy as np
