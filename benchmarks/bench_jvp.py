@@ -8,7 +8,9 @@ against a hand-written NumPy floor (forward and tangent by hand) and PyTorch's f
 The target: jvp at most 1.5x minigrad's own forward pass.
 
 Two Jacobian workloads show when forward beats reverse: f(x) = W2 tanh(W1 x + b) from R^16 to R^512 (tall: 16
-jvps against 512 vjps) and from R^512 to R^16 (wide: the other way round); the floor is the closed-form Jacobian.
+tangents against 512 cotangents, each basis vmapped in one batched pass) and from R^512 to R^16 (wide: the other way
+round); jacrev with chunk_size=1 (one vjp per row, no vmap) shows what vmap saves; the floor is the closed-form
+Jacobian.
 Run: python benchmarks/bench_jvp.py [--quick] [--threads 1 2] [--check]
 """
 import math
@@ -26,13 +28,14 @@ from benchmarks.common import RESULTS_JSONL, Impl, as_numpy, check_impls, main, 
 
 WORKLOAD_MLP = "jvp: MLP 784-128-10, batch 64, tangent on the input"
 WORKLOAD_MHA = "jvp: multi-head self-attention, B=8 T=128 E=64 H=4, tangent on the input"
-WORKLOAD_TALL = "Jacobian of R^16 -> R^512 (jacfwd: 16 jvps; jacrev: 512 vjps)"
-WORKLOAD_WIDE = "Jacobian of R^512 -> R^16 (jacfwd: 512 jvps; jacrev: 16 vjps)"
+WORKLOAD_TALL = "Jacobian of R^16 -> R^512 (jacfwd: jvp vmapped over 16 tangents; jacrev: vjp over 512 cotangents)"
+WORKLOAD_WIDE = "Jacobian of R^512 -> R^16 (jacfwd: jvp vmapped over 512 tangents; jacrev: vjp over 16 cotangents)"
 WORKLOAD = WORKLOAD_MLP  # (run_all's name for this script)
 MLP_SIZES, MLP_BATCH = (784, 128, 10), 64
 JAC_HIDDEN = 64
 IMPL_NAMES = ("minigrad (jvp)", "minigrad (jvp by double vjp)", "torch (torch.func.jvp)", "minigrad (jacfwd)",
-              "minigrad (jacrev)")  # the checked ones (the forward passes are timing references)
+              "minigrad (jacrev)", "minigrad (jacrev, chunk_size=1)")  # the checked ones (the forward passes are
+#                                                                            timing references)
 
 
 # ---- the models, written once for arrays' and Tensors' operators ------------------------------------------
@@ -223,10 +226,12 @@ def jac_impls(n_in, n_out, dtype, seed=0):
 
     def f(x):
         return tW2 @ (tW1 @ x + tb).tanh()
-    fwd, rev = jacfwd(f), jacrev(f)
+    fwd, rev, rows = jacfwd(f), jacrev(f), jacrev(f, chunk_size=1)  # (chunk_size=1: one vjp per row, no vmap)
     return make_impls({"numpy floor": lambda: Impl(closed_form, lambda: {"J": closed_form()}),
                        "minigrad (jacfwd)": lambda: Impl(lambda: fwd(tx), lambda: {"J": fwd(tx).data}),
-                       "minigrad (jacrev)": lambda: Impl(lambda: rev(tx), lambda: {"J": rev(tx).data})})
+                       "minigrad (jacrev)": lambda: Impl(lambda: rev(tx), lambda: {"J": rev(tx).data}),
+                       "minigrad (jacrev, chunk_size=1)":
+                           lambda: Impl(lambda: rows(tx), lambda: {"J": rows(tx).data})})
 
 
 def check(impl=None):

@@ -320,12 +320,13 @@ class Tensor(Interop):
         return Tensor(self.data.astype(dt))  # integer and bool casts carry no gradient
 
 
-_tracer = None  # the running minigrad.trace(), if any
+_tracer = None  # the innermost running tracer (trace(), anomaly mode, a compile capture, a jvp or vmap level), if any
 
 
 def _set_tracer(tracer):
-    """The profiler's (tools/trace.py) and anomaly mode's hook: make_node hands every node to `tracer` while
-    it is not None. Returns the tracer it replaces."""
+    """make_node's one hook: while `tracer` is not None, make_node hands it every node. The running tracers form a
+    chain, innermost first: each keeps the one it replaced (`prev`) and hands the node on to it (docs/architecture.md,
+    "Function transforms"). Returns the tracer it replaces."""
     global _tracer
     prev, _tracer = _tracer, tracer
     return prev
@@ -336,8 +337,6 @@ _anomaly._attach(_set_tracer)  # anomaly mode (autograd/anomaly.py) sits below t
 
 _new = object.__new__  # Tensor.__new__, without the attribute lookup
 _ndarray = np.ndarray
-
-_transform = None  # a running minigrad.func transform (forward mode, func/forward.py), which make_node defers to
 
 
 def make_node(data, parents, backward, name, *, vjp=None, reference=None, jvp=None):
@@ -362,12 +361,10 @@ def make_node(data, parents, backward, name, *, vjp=None, reference=None, jvp=No
             raise TypeError(f"make_node: op {name!r} needs a backward closure or a vjp rule, got neither")
     else:
         rule = _higher.ArrayBackward(backward, vjp, reference, name)
-    if _tracer is not None:  # minigrad.trace(), anomaly mode, a compile capture or a jvp is running: it sees the node
-        if _transform is not None:  # a jvp (func/forward.py, which sets a tracer too): it makes the node and its tangent
-            return _transform.node(data, parents, backward, name, vjp, reference, jvp)
+    if _tracer is not None:  # trace(), anomaly mode, a compile capture, a jvp or a vmap runs: the chain sees the node
         data = data if type(data) is _ndarray else np.asarray(data)  # (the array the node will hold)
-        rule = _tracer.node(data, parents, rule, name)
-        if isinstance(rule, Tensor):  # a transform (vmap, func/vmap.py) built the node itself: the op's output
+        rule = _tracer.node(data, parents, rule, name, jvp)  # -> the rule to build the node with, or the node
+        if isinstance(rule, Tensor):  # a transform (func/forward.py, func/vmap.py) built the node itself
             return rule
     out = _new(Tensor)
     out.data = data if type(data) is _ndarray else np.asarray(data)

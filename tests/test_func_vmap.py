@@ -289,6 +289,38 @@ def test_vmap_of_jvp_and_jvp_of_vmap_equal_the_loop():
     _close(d, want_t)
 
 
+def test_jvp_between_two_vmaps_and_over_the_tangents_only():
+    """One tracer chain (make_node's hook) for every transform: a jvp inside one vmap and outside another, and a
+    vmap over the tangents alone (an unbatched primal), equal the loop; the latter once took example 0's tangent."""
+    from minigrad.func import jvp
+    rng = np.random.default_rng(8)
+    f = _mlp_f()
+    x, t = mg.tensor(rng.standard_normal((3, 2, 3))), mg.tensor(rng.standard_normal((3, 2, 3)))
+    o, d = vmap(lambda a, b: jvp(vmap(f), (a,), (b,)))(x, t)
+    loop = [[jvp(f, (x[i, j],), (t[i, j],)) for j in range(2)] for i in range(3)]
+    _close(o, np.array([[p.data for p, _ in row] for row in loop]))
+    _close(d, np.array([[q.data for _, q in row] for row in loop]))
+    d = vmap(lambda b: jvp(f, (x[0, 0],), (b,))[1])(t[:, 0])
+    _close(d, np.stack([jvp(f, (x[0, 0],), (t[i, 0],))[1].data for i in range(3)]))
+
+
+def test_a_profiler_or_anomaly_mode_inside_vmap_leaves_the_batch_alone():
+    xs = mg.tensor(np.random.default_rng(9).standard_normal((4, 3)))
+
+    def traced(a):
+        with mg.trace() as tr:
+            out = a.exp() * 2
+        traced.ops = [r["op"] for r in tr.rows]
+        return out
+
+    def checked(a):
+        with mg.autograd.detect_anomaly():
+            return a.exp() * 2
+    for fn in (traced, checked):  # (each once returned example 0's numbers for every example)
+        _close(vmap(fn)(xs), 2 * np.exp(xs.data))
+    assert traced.ops == ["exp", "exp", "mul", "mul"]  # each node as written, and the op vmap ran for it
+
+
 def test_vmap_of_grad_of_jvp_and_grad_of_vmap():
     from minigrad.func import jvp
     rng = np.random.default_rng(6)

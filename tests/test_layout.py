@@ -299,11 +299,11 @@ def _tangent_homes(fn, arrays, monkeypatch):
     from minigrad.func import forward, jvp
     homes, orig = {}, forward._tangent
 
-    def spy(ts, out, parents, name, vjp, reference, jv, k, levels):
-        found = forward._rule_of(vjp, jv)
-        rule = None if found is None else getattr(found[0], "func", found[0])
-        homes.setdefault(name, getattr(rule, "__module__", None) if rule is not None else None)
-        return orig(ts, out, parents, name, vjp, reference, jv, k, levels)
+    def spy(level, ts, out, parents, name, rule, jv):
+        found = forward._rule_of(rule, jv)[0]
+        found = None if found is None else getattr(found, "func", found)
+        homes.setdefault(name, getattr(found, "__module__", None) if found is not None else None)
+        return orig(level, ts, out, parents, name, rule, jv)
     monkeypatch.setattr(forward, "_tangent", spy)
     import minigrad as mg
     jvp(fn, tuple(mg.tensor(a) for a in arrays), tuple(mg.tensor(np.ones_like(a)) for a in arrays))

@@ -83,9 +83,9 @@ class _Checker:
     def __init__(self, prev):
         self.prev = prev
 
-    def node(self, data, parents, backward, op):
+    def node(self, data, parents, backward, op, jvp=None):
         if self.prev is not None:
-            backward = self.prev.node(data, parents, backward, op)
+            backward = self.prev.node(data, parents, backward, op, jvp)
         where = _user_frame()
         shapes = [tuple(np.shape(p.data)) for p in parents]
         kind = _bad(np.asarray(data), inf=False)
@@ -109,6 +109,8 @@ class _Checker:
                                        f"for its input {i} (input shapes {shapes}); {why}. Its node was created "
                                        f"at {_where_text(where)}", op, shapes, where)
             return pgrads
+        if not callable(backward):  # a transform outside this mode (jvp, vmap) built the node: its own ops were checked
+            return backward
         checked.saved = saved_by(backward)  # what the rule reads, for the version check
         return checked
 

@@ -6,6 +6,7 @@ from ..tensor import Tensor
 
 _sizes = {}   # level -> batch size, for each running vmap
 _running = []  # the running vmaps' (level, randomness, fname), innermost last
+_fwd = None  # func/forward.py, once imported (it sets this)
 _reads = []   # BatchedTensors whose .data an op read since the last node (a batched constant: a target, a mask)
 
 
@@ -117,6 +118,8 @@ def wrap(value, levels):
     Tensor._parents.__set__(out, ())
     Tensor._backward.__set__(out, None)
     Tensor._op.__set__(out, None)
+    if _fwd is not None and _fwd._levels:  # a jvp runs: out carries value's tangents (vmap.carry_tangents)
+        carry_tangents(value, out)
     return out
 
 
@@ -176,3 +179,54 @@ def check_example0(name, want, got):
     if not ok:
         raise RuntimeError(f"vmap: the batching rule of op '{name}' disagrees with the op on example 0 (shape "
                            f"{got.shape} against {want.shape}); an argument of the op that the rule does not know?")
+
+
+# ---- forward mode across the batch: a tangent on a BatchedTensor and on its physical Tensor ---------------------
+# A jvp running inside a vmap (vmap(jvp(f)), jacfwd, hessian) sees the batched nodes and their physical ops both
+# (func/forward.py, Level._batched): the tangent of a BatchedTensor and the one of its physical Tensor are the same
+# numbers, laid out as each, and one is made from the other where a batch is wrapped or unwrapped.
+
+def _fwd_levels():
+    return () if _fwd is None else _fwd._levels
+
+
+def _to_physical(t, p):
+    """Tangent t (logical shape p's) of the BatchedTensor p as the tangent of p's physical Tensor: p's batch dims in
+    front at full size; t's own batch levels that p lacks stay batched."""
+    from ..ops import expand, permute, reshape
+    lv = p._levels
+    if type(t) is BatchedTensor and t._levels == lv:
+        return t._value
+    have = t._levels if type(t) is BatchedTensor else ()
+    v = t._value if type(t) is BatchedTensor else t
+    keep = tuple(l for l in have if l not in lv)
+    shape = tuple(v.shape[have.index(l)] for l in keep) + tuple(v.shape[have.index(l)] if l in have else 1 for l in lv)
+    rest = v.shape[len(have):]
+    if have != keep + tuple(l for l in lv if l in have):
+        v = permute(v, [have.index(l) for l in keep] + [have.index(l) for l in lv if l in have] +
+                    list(range(len(have), v.ndim)))
+    if v.shape != shape + rest:
+        v = reshape(v, shape + rest)
+    full = shape[:len(keep)] + p._value.shape[:len(lv)] + rest
+    return wrap(expand(v, full) if v.shape != full else v, keep)
+
+
+def _to_logical(tp, levels):
+    """Tangent tp of a physical Tensor (batch dims `levels` first) as the tangent of its BatchedTensor."""
+    from ..ops import permute
+    if type(tp) is not BatchedTensor:
+        return wrap(tp, levels)
+    have = tp._levels
+    merged = tuple(sorted(have + levels))
+    v = tp._value
+    if merged != have + levels:
+        v = permute(v, [(have + levels).index(l) for l in merged] + list(range(len(merged), v.ndim)))
+    return wrap(v, merged)
+
+
+def carry_tangents(value, out):
+    """wrap's step: the BatchedTensor out over value gets value's tangents, at every running forward level."""
+    for lv in _fwd_levels():
+        t = lv.tangents.get(value)
+        if t is not None and out not in lv.tangents:
+            lv.tangents[out] = _to_logical(t, out._levels)

@@ -20,7 +20,7 @@ import numpy as np
 
 from .. import ops
 from ..autograd.higher import ArrayBackward
-from ..ops import fused as _fused
+from ..ops import fused as _fused, indexing as _indexing
 from ..tensor import Tensor, make_node
 from ._batched import BatchedTensor, _arrays, _levels_of, _running, _sizes, check_example0, wrap
 
@@ -291,6 +291,19 @@ def _getitem(b):
     return ops.getitem(b.full(x), _aranges(b, trail) + tuple(new))
 
 
+def _index_op(b):
+    """index_take, index_scatter (x[index]'s gradient ops, indexing.py): the index behind the batch dims' slices."""
+    index, repeats = b.consts
+    shape = b.parents[0].shape if b.name == "index_take" else b.out0.shape
+    new = (slice(None),) * b.nb + (index if isinstance(index, tuple) else (index,))
+    if np.broadcast_to(False, b.sizes + shape)[new].shape != b.sizes + np.broadcast_to(False, shape)[index].shape:
+        raise NotImplementedError(f"vmap: op '{b.name}' (a gradient of x[{index!r}]) puts its advanced-index dims "
+                                  f"where a batch dim is; index with adjacent advanced indices")
+    if b.name == "index_take":
+        return _indexing._index_take(b.full(b.parents[0]), new, repeats)
+    return _indexing._index_scatter(b.full(b.parents[0]), new, b.sizes + shape, repeats)
+
+
 def _gather(b):
     where = b.consts[0]
     _consumed(b, where)
@@ -423,7 +436,7 @@ RULES = {
     "reshape": _reshape, "expand": _expand, "permute": _permute, "transpose": _permute, "swapaxes": _swapaxes,
     "concat": _join(ops.concat), "stack": _join(ops.stack), "pad": _pad, "tile": _tile, "flip": _flip, "roll": _roll,
     "tril": _tri, "triu": _tri,
-    "getitem": _getitem, "gather": _gather,
+    "getitem": _getitem, "gather": _gather, "index_take": _index_op, "index_scatter": _index_op,
     "matmul": _matmul, "einsum": _einsum,
     "linear": _linear, "layer_norm": _layer_norm, "gru_cell": _reference, "cross_entropy": _cross_entropy,
     "input": _input, "masked_softmax": _masked_softmax,

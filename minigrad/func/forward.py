@@ -16,13 +16,13 @@ grad, jacrev of jacfwd; or another jvp runs outside this one). A kernel with an 
 to make_node (`jvp=`), or has its plain form (`reference=`) recomputed under forward mode; an op with neither
 is an error naming it.
 
-How it is wired: while a jvp runs, `tensor._transform` holds this module's hook, and make_node (the one node
-builder) hands it each node; make_node looks for it inside its tracer check, so a pass-through tracer runs
-alongside and an op pays no extra check when nothing runs. Tangents live in a dict per **level**, one level per
-running jvp. Nested jvps (forward over forward) must not confuse their tangents (the perturbation confusion of
-Siskind and Pearlmutter): a node gets a tangent at every level where one of its inputs has one, outer levels
-first, each computed by the rule with that level and the ones inside it switched off, so the rule's own ops
-get tangents at the outer levels only (JAX's levels and torch's dual levels do the same).
+How it is wired: each running jvp is a **level**, a link of make_node's tracer chain (tensor.py's `_tracer`,
+innermost first, each link keeping the one it replaced as `prev`), so an op pays no extra check when nothing
+runs. The level makes each node through the links outside it, then the node's tangent (in the level's dict),
+with the rule's ops run by the links outside it too. So nested jvps (forward over forward) do not confuse their
+tangents (the perturbation confusion of Siskind and Pearlmutter): a node gets a tangent at every level where one
+of its inputs has one, outer levels first, and the rule's own ops get tangents at the outer levels only (JAX's
+levels and torch's dual levels do the same); a vmap outside batches them.
 """
 import sys
 from functools import partial
@@ -30,10 +30,12 @@ from functools import partial
 import numpy as np
 
 from ..autograd import grad_mode as _gm
-from ..ops import stack
+from ..autograd.higher import ArrayBackward
 from ..ops._dual import identity_vjp
 from ..tensor import Tensor, make_node
 from . import _state
+from . import _batched
+from ._batched import BatchedTensor
 from ._pytree import tree_flatten, tree_unflatten, unflatten_args
 
 __all__ = ("jvp", "jacfwd")
@@ -44,40 +46,58 @@ _new = object.__new__
 
 
 class Level:
-    """One running jvp: the tangent of every value computed under it that has one (Tensor -> Tensor)."""
+    """One running jvp: a link of make_node's tracer chain (tensor.py), and the tangent of every value computed
+    under it that has one (Tensor -> Tensor)."""
 
-    __slots__ = ("tangents",)
+    __slots__ = ("tangents", "prev")
 
     def __init__(self):
         self.tangents = {}
+        self.prev = None  # the tracer outside this level (an outer jvp or vmap, trace(), anomaly mode), if any
+
+    def __getattr__(self, name):  # what a tracer outside offers (a compile capture's draw), passed through
+        if name.startswith("__") or self.prev is None:
+            raise AttributeError(name)
+        return getattr(self.prev, name)
+
+    def node(self, data, parents, rule, name, jvp=None):
+        """make_node's hook: the node as the tracers outside this level make it, then its tangent at this level,
+        computed by the tracers outside it too (the rule's own ops get tangents at outer levels only)."""
+        if self.prev is not None and any(type(p) is BatchedTensor for p in parents):
+            return self._batched(data, parents, rule, name, jvp)
+        saved, _tensor._tracer = _tensor._tracer, self.prev
+        try:
+            out = make_node(data, parents, None, name, vjp=rule, jvp=jvp)
+            ts = tuple([self.tangents.get(p) for p in parents])
+            if out.dtype.kind == "f" and any(t is not None for t in ts) and out not in self.tangents:
+                t = _tangent(self, ts, out, parents, name, rule, jvp)
+                if t is not None:
+                    self.tangents[out] = t
+        finally:
+            _tensor._tracer = saved
+        return out
+
+    def _batched(self, data, parents, rule, name, jvp):
+        """A node with a batched input, a vmap running outside this level (vmap(jvp(f)), hessian): the vmap outside
+        makes it from ops on the physical batch, which this level sees too (it stays on), so every physical value
+        gets its tangent (a reverse sweep under vmap reads them); the batched output's tangent is its physical one's
+        (func/vmap.py's `wrap` and `physical` carry a tangent across)."""
+        vmap = sys.modules["minigrad.func.vmap"]
+        for p in parents:
+            if type(p) is BatchedTensor:
+                vmap.physical(p)  # (its tangent onto its physical Tensor)
+        out = self.prev.node(data, parents, rule, name, jvp)
+        if isinstance(out, Tensor):
+            return out
+        saved, _tensor._tracer = _tensor._tracer, self.prev  # (no vmap outside took it after all)
+        try:
+            return make_node(data, parents, None, name, vjp=out, jvp=jvp)
+        finally:
+            _tensor._tracer = saved
 
 
 _levels = ()  # the running levels, outermost first
-
-
-def _enter(levels):
-    """Make `levels` the running ones; make_node's hook is on while there is one. make_node looks for it only
-    when a tracer runs (one check per op when nothing runs), so a pass-through tracer is set alongside."""
-    global _levels
-    _levels = levels
-    if levels:
-        _tensor._transform = _HOOK
-        if _tensor._tracer is None:
-            _tensor._tracer = _PASS
-    else:
-        _tensor._transform = None
-        if _tensor._tracer is _PASS:
-            _tensor._tracer = None
-
-
-class _PassThrough:
-    """The tracer make_node sees while only forward mode runs: it records nothing."""
-
-    def node(self, data, parents, rule, name):
-        return rule
-
-
-_PASS = _PassThrough()
+_batched._fwd = sys.modules[__name__]  # (wrap carries tangents while a level runs)
 
 
 def copy_tangents(src, dst):
@@ -88,34 +108,6 @@ def copy_tangents(src, dst):
             lv.tangents[dst] = t
 
 
-class _Hook:
-    """What make_node calls while forward mode runs: the node, made as ever, then its tangents."""
-
-    def node(self, data, parents, backward, name, vjp, reference, jvp):
-        _tensor._transform = None  # the node itself, made by make_node's ordinary path
-        try:
-            out = make_node(data, parents, backward, name, vjp=vjp, reference=reference, jvp=jvp)
-        finally:
-            _tensor._transform = self
-        if out.data.dtype.kind == "f":
-            levels = _levels
-            for k in range(len(levels)):  # outer levels first: a rule at level k reads out's tangents below k
-                ts = tuple([levels[k].tangents.get(p) for p in parents])
-                if all(t is None for t in ts) or out in levels[k].tangents:  # (vmap's hook may have set it)
-                    continue
-                _enter(levels[:k])  # the rule's own ops get tangents at the outer levels only
-                try:
-                    t = _tangent(ts, out, parents, name, vjp, reference, jvp, k, levels)
-                finally:
-                    _enter(levels)
-                if t is not None:
-                    levels[k].tangents[out] = t
-        return out
-
-
-_HOOK = _Hook()
-
-
 def _const(a):
     """A Tensor holding the array a, outside any graph (make_node's no-grad path, without the checks)."""
     t = _new(Tensor)
@@ -123,24 +115,27 @@ def _const(a):
     return t
 
 
-def _rule_of(vjp, jvp):
-    """(tangent rule, the constants it is called with, keywords): make_node's jvp, else the one its gradient rule
-    carries (vjp.jvp, or vjp.func.jvp for a rule with bound constants, which the tangent rule shares)."""
+def _rule_of(rule, jvp):
+    """(tangent rule, the constants it is called with, keywords, plain form): make_node's jvp, else the one its
+    gradient rule carries (vjp.jvp, or vjp.func.jvp for a rule with bound constants, which the tangent rule shares);
+    a kernel's rule (ArrayBackward) is its closure with its plain rule and plain form beside it."""
+    vjp, reference = (rule.vjp, rule.reference) if type(rule) is ArrayBackward else (rule, None)
     f, args, kw = (vjp.func, vjp.args, vjp.keywords) if isinstance(vjp, partial) else (vjp, (), {})
-    rule = jvp if jvp is not None else getattr(f, "jvp", None)
-    return None if rule is None else (rule, args, kw)
+    t = jvp if jvp is not None else getattr(f, "jvp", None)
+    return (None, (), {}, reference) if t is None else (t, args, kw, reference)
 
 
-def _tangent(ts, out, parents, name, vjp, reference, jvp, k, levels):
-    """The tangent of `out` at level k (levels[:k] running), from its inputs' tangents ts."""
-    found = _rule_of(vjp, jvp)
-    if found is not None:
-        rule, consts, kw = found
-        plain = k == 0 and not out.requires_grad and all(type(p) is Tensor for p in parents) and \
+def _tangent(level, ts, out, parents, name, rule, jvp):
+    """The tangent of `out` at `level`, from its inputs' tangents ts (make_node's hook: the tracers outside the
+    level run)."""
+    tan, consts, kw, reference = _rule_of(rule, jvp)
+    if tan is not None:
+        plain = level is _levels[0] and not out.requires_grad and all(type(p) is Tensor for p in parents) and \
+            all(t is None or type(t) is Tensor for t in ts) and \
             (not any(t is not None and t.requires_grad for t in ts) or not _gm.is_grad_enabled())
-        if plain:  # nothing will look through this tangent (no outer level, no graph): the rule on arrays
-            t = rule(*consts, tuple([None if t is None else t.data for t in ts]), out.data,
-                     *[p.data for p in parents], **kw)
+        if plain:  # nothing will look through this tangent (no outer level, no graph, no vmap): the rule on arrays
+            t = tan(*consts, tuple([None if t is None else t.data for t in ts]), out.data,
+                    *[p.data for p in parents], **kw)
             if t is None:
                 return None
             if t is not NotImplemented:
@@ -149,7 +144,7 @@ def _tangent(ts, out, parents, name, vjp, reference, jvp, k, levels):
                     t = np.broadcast_to(t, out.data.shape)
                 return _const(t if t.dtype == out.data.dtype else t.astype(out.data.dtype))
         else:
-            t = rule(*consts, ts, out, *parents, **kw)
+            t = tan(*consts, ts, out, *parents, **kw)
             if t is not NotImplemented:  # (a kernel's rule for arrays only says NotImplemented on Tensors)
                 return None if t is None else _fit(t, out)
     if reference is None:
@@ -157,12 +152,12 @@ def _tangent(ts, out, parents, name, vjp, reference, jvp, k, levels):
                            f"Give its gradient rule one (@saves(..., jvp=rule), rule(*constants, t, out, "
                            f"*inputs)), its make_node a plain form (reference=), or, for a "
                            f"minigrad.Function, a jvp(ctx, *tangents) staticmethod")
-    _enter(levels[:k + 1])  # the plain form again, under this level: its ops carry the tangent
+    _tensor._tracer = level  # the plain form again, under this level: its ops carry the tangent
     try:
         r = reference(*parents)
     finally:
-        _enter(levels[:k])
-    t = levels[k].tangents.get(r)
+        _tensor._tracer = level.prev
+    t = level.tangents.get(r)
     return None if t is None else _fit(t, out)
 
 
@@ -211,12 +206,15 @@ def _run(fname, func, args, leaves_at, tangents, kwargs=None):
     for (i, k), t in zip(leaves_at, tangents):
         if t is not None:
             level.tangents[new_of[i][k]] = t
+    global _levels
     outer = _levels
-    _enter(outer + (level,))
+    level.prev = _tensor._set_tracer(level)
+    _levels = outer + (level,)
     try:
         out = func(*args, **(kwargs or {}))
     finally:
-        _enter(outer)
+        _levels = outer
+        _tensor._set_tracer(level.prev)
     return out, level
 
 
@@ -274,59 +272,76 @@ def jvp(func, primals, tangents, has_aux=False):
     return (out, touts, aux) if has_aux else (out, touts)
 
 
-def jacfwd(func, argnums=0, has_aux=False):
-    """The Jacobian of func by forward mode, one jvp per input entry (a basis tangent each): for an output of
-    shape S and an argument of shape A, a Tensor of shape S + A (pytrees and tuple argnums as jacrev). As
-    torch.func.jacfwd; it wins over jacrev when the inputs are fewer than the outputs (docs/func_forward.md)."""
+def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
+    """The Jacobian of func by forward mode: jvp vmapped over the basis of input tangents (one column per input
+    entry, all in one batched pass): for an output of shape S and an argument of shape A, a Tensor of shape S + A
+    (pytrees and tuple argnums as jacrev). As torch.func.jacfwd (randomness goes to that vmap); it wins over jacrev
+    when the inputs are fewer than the outputs (docs/func_forward.md). An op without a batching rule is an error
+    naming it (jacrev(func, chunk_size=1) runs without vmap)."""
     fname = f"jacfwd({_state.name_of(func)})"
 
     def wrapper(*args, **kwargs):
+        from .vmap import vmap, running
         nums, many = _state.argnums_tuple(fname, argnums, len(args))
         trees = [tree_flatten(args[i]) for i in nums]
         at, shapes = [], []
         for i, (leaves, _) in zip(nums, trees):
             for k, x in enumerate(leaves):
                 at.append((i, k))
-                shapes.append((np.shape(x.data if isinstance(x, Tensor) else x),
+                shapes.append((tuple(np.shape(x.data if isinstance(x, Tensor) else x)),
                                x.dtype if isinstance(x, Tensor) else np.asarray(x).dtype))
-        cols = []  # cols[j][e]: the output tangents for basis entry e of input leaf j
-        aux = ospec = outs = None
+        sizes = [int(np.prod(shape)) for shape, _ in shapes]
+        found = {}  # the output's structure, as the traced call saw it
+
+        def columns(*ts):
+            out, level = _run(fname, func, args, at, list(ts), kwargs)
+            out, aux = out if has_aux else (out, None)
+            outs, found["spec"] = tree_flatten(out)
+            found["shapes"] = [(o.shape, o.dtype) for o in outs]
+            return tuple(_out_tangents(fname, outs, level)), aux
+        columns.__name__ = fname
         with _state.running():
-            for j, (shape, dtype) in enumerate(shapes):
-                n = int(np.prod(shape))
-                cols.append([])
-                for e in range(n):
-                    basis = np.zeros(n, dtype)
-                    basis[e] = 1
-                    ts = [None] * len(shapes)
-                    ts[j] = _const(basis.reshape(shape))
-                    out, level = _run(fname, func, args, at, ts, kwargs)
-                    if has_aux:
-                        out, aux = out
-                    outs, ospec = tree_flatten(out)
-                    cols[j].append(_out_tangents(fname, outs, level))
-            if outs is None:  # no input entries at all: run once for the output's structure
-                out, _ = _run(fname, func, args, at, [None] * len(at), kwargs)
-                if has_aux:
-                    out, aux = out
-                outs, ospec = tree_flatten(out)
-            keep = _state.depth > 1 or _state.outer_graph([t for col in cols for ts in col for t in ts])
+            if sum(sizes) == 0:  # no input entries at all: run once for the output's structure
+                cols, aux = columns(*[None] * len(at))
+            else:
+                try:  # (aux: the same for every column, as it is computed from the primals only)
+                    cols, aux = vmap(columns, out_dims=(0, None), randomness=randomness)(*_basis(sizes, shapes))
+                except NotImplementedError as e:
+                    raise NotImplementedError(f"{e}. ({fname} vmaps jvp over the columns, as torch.func.jacfwd; "
+                                              f"jacrev(..., chunk_size=1) computes a Jacobian without vmap)") from e
+            keep = _state.depth > 1 or running() or _state.outer_graph(list(cols))
             per_out = []
-            for m, o in enumerate(outs):
-                per_out.append([_columns([c[m] for c in cols[j]], o.shape, shapes[j][0], o.dtype, keep)
-                                for j in range(len(shapes))])
-        jac = tree_unflatten([unflatten_args(j, trees, many) for j in per_out], ospec)
+            for c, (oshape, dtype) in zip(cols, found["shapes"]):
+                blocks, start = [], 0
+                for (shape, _), n in zip(shapes, sizes):
+                    blocks.append(_columns(c, start, n, oshape, shape, dtype, keep))
+                    start += n
+                per_out.append(blocks)
+        jac = tree_unflatten([unflatten_args(j, trees, many) for j in per_out], found["spec"])
         return (jac, aux) if has_aux else jac
     wrapper.__name__ = f"jacfwd_{_state.name_of(func)}"
     wrapper.__doc__ = func.__doc__
     return wrapper
 
 
-def _columns(cols, out_shape, in_shape, dtype, keep):
-    """The output tangents for each basis entry of an input, as the Jacobian of shape out_shape + in_shape."""
+def _basis(sizes, shapes):
+    """One basis tangent per input entry, all input leaves' entries in a row: for each leaf, (columns,) + its shape."""
+    total, start, basis = sum(sizes), 0, []
+    for n, (shape, dtype) in zip(sizes, shapes):
+        b = np.zeros((total, n), dtype)
+        b[np.arange(start, start + n), np.arange(n)] = 1
+        basis.append(Tensor(b.reshape((total,) + shape)))
+        start += n
+    return basis
+
+
+def _columns(c, start, n, out_shape, in_shape, dtype, keep):
+    """Columns start:start+n of c ((columns,) + out_shape) as the Jacobian block out_shape + in_shape."""
     shape = tuple(out_shape) + tuple(in_shape)
-    if not cols:
+    if n == 0:
         return Tensor(np.zeros(shape, dtype))
-    if keep:  # a differentiable stack (an outer transform or the caller's graph looks through it)
-        return stack(cols, axis=-1).reshape(shape)
-    return Tensor(np.stack([c.data for c in cols], axis=-1).reshape(shape))
+    nd = len(out_shape)
+    if keep:  # a differentiable block (an outer transform or the caller's graph looks through it)
+        c = c if start == 0 and n == c.shape[0] else c[start:start + n]
+        return c.permute(tuple(range(1, nd + 1)) + (0,)).reshape(shape) if nd else c.reshape(shape)
+    return Tensor(np.moveaxis(c.data[start:start + n], 0, -1).reshape(shape))

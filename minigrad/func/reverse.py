@@ -201,32 +201,88 @@ def vjp(func, *primals, has_aux=False):
     return (value, vjp_fn, _detach(aux, keep)) if has_aux else (value, vjp_fn)
 
 
-def jacrev(func, argnums=0, has_aux=False):
-    """The Jacobian of func by reverse mode, one vector-Jacobian product per output entry: for an output of
-    shape S and an argument of shape A, a Tensor of shape S + A (pytrees: the output's structure, each leaf the
-    argument's structure, a tuple over argnums when it is a tuple). As torch.func.jacrev."""
+def jacrev(func, argnums=0, has_aux=False, *, chunk_size=None):
+    """The Jacobian of func by reverse mode: one vjp, its vjp_fn vmapped over the basis of output cotangents (one row
+    per output entry, all rows in one batched sweep; chunk_size rows at a time, chunk_size=1 one sweep per row, no
+    vmap). For an output of shape S and an argument of shape A, a Tensor of shape S + A (pytrees: the output's
+    structure, each leaf the argument's structure, a tuple over argnums when it is a tuple). As torch.func.jacrev;
+    an op without a batching rule is an error naming it (chunk_size=1 then computes the rows one by one)."""
     fname = f"jacrev({_state.name_of(func)})"
+    if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1):
+        raise ValueError(f"{fname}: chunk_size must be None or a positive int, got {chunk_size!r}")
 
     @wraps(func)
     def wrapper(*args, **kwargs):
         with _state.running():
             trees, many, out, aux = _call(fname, func, args, kwargs, argnums, has_aux)
             outs, ospec = tree_flatten(out)
-            inputs = [x for leaves, _ in trees for x in leaves]
-            keep = _state.depth > 1 or _reaches_outside(outs, inputs)
-            per_out = []
             for o in outs:
                 if not isinstance(o, Tensor):
                     raise TypeError(f"{fname}: the function must return Tensors, got {type(o).__name__}")
-                rows = []  # rows[k][j]: d o.flat[k] / d input j
-                for k in range(o.data.size):
-                    seed = np.zeros(o.data.size, o.dtype)
-                    seed[k] = 1
-                    rows.append(_sweep([o], [Tensor(seed.reshape(o.shape))], inputs, keep))
-                per_out.append([_stack([r[j] for r in rows], o.shape, x, keep) for j, x in enumerate(inputs)])
+            inputs = [x for leaves, _ in trees for x in leaves]
+            keep = _state.depth > 1 or _reaches_outside(outs, inputs)
+            sizes = [int(np.prod(o.shape)) for o in outs]
+            if chunk_size == 1 or sum(sizes) == 0:
+                rows = _rows_one_by_one(outs, sizes, inputs, keep)
+            else:
+                rows = _rows_by_vmap(fname, outs, sizes, inputs, chunk_size)
+            graph = keep or _vmap.running()  # (a differentiable reshape: an outer transform looks through it)
+            per_out, start = [], 0
+            for o, n in zip(outs, sizes):
+                per_out.append([_block(r, start, n, o.shape, x.shape, graph) for r, x in zip(rows, inputs)])
+                start += n
         jac = tree_unflatten([unflatten_args(j, trees, many) for j in per_out], ospec)
         return (jac, _detach(aux, keep)) if has_aux else jac
     return wrapper
+
+
+def _basis(sizes, outs):
+    """One basis cotangent per output entry, all outputs' entries in a row: for each output, (rows,) + its shape."""
+    total, start, basis = sum(sizes), 0, []
+    for o, n in zip(outs, sizes):
+        b = np.zeros((total, n), o.dtype)
+        b[np.arange(start, start + n), np.arange(n)] = 1
+        basis.append(Tensor(b.reshape((total,) + tuple(o.shape))))
+        start += n
+    return basis
+
+
+def _rows_by_vmap(fname, outs, sizes, inputs, chunk_size):
+    """The Jacobian's rows, stacked, one per input ((rows,) + its shape): vjp_fn vmapped over the basis."""
+    def rows(*cts):
+        pouts, seeds, pins, rewrap = _vmap.sweep_rows(outs, cts, inputs)
+        live = [(o, s) for o, s in zip(pouts, seeds) if o.requires_grad]
+        gs = [None] * len(pins)
+        if live:
+            with enable_grad():  # (rules on Tensors, so that they batch over the rows)
+                gs = _autograd_grad([o for o, _ in live], pins, [s for _, s in live], retain_graph=True,
+                                    create_graph=True, allow_unused=True)
+        return tuple(Tensor(np.zeros(x.shape, x.dtype)) if g is None else g for g, x in zip(rewrap(gs), inputs))
+    rows.__name__ = fname
+    try:
+        return _vmap.vmap(rows, chunk_size=chunk_size)(*_basis(sizes, outs))
+    except NotImplementedError as e:
+        raise NotImplementedError(f"{e}. ({fname} vmaps its vjp over the rows, as torch.func.jacrev; "
+                                  f"chunk_size=1 computes them one vjp at a time instead)") from e
+
+
+def _rows_one_by_one(outs, sizes, inputs, keep):
+    """The same rows, one reverse sweep each (chunk_size=1)."""
+    rows = [[] for _ in inputs]
+    basis = _basis(sizes, outs)
+    for k in range(sum(sizes)):
+        for r, g in zip(rows, _sweep(outs, [Tensor(b.data[k]) for b in basis], inputs, keep)):
+            r.append(g)
+    keep = keep or _vmap.running()
+    return [_stack(r, (sum(sizes),), x, keep) for r, x in zip(rows, inputs)]
+
+
+def _block(r, start, n, out_shape, in_shape, keep):
+    """Rows start:start+n of r ((rows,) + in_shape) as the Jacobian block out_shape + in_shape."""
+    shape = tuple(out_shape) + tuple(in_shape)
+    if keep:
+        return (r if start == 0 and n == r.shape[0] else r[start:start + n]).reshape(shape)
+    return Tensor(np.ascontiguousarray(r.data[start:start + n]).reshape(shape))
 
 
 def _stack(gs, out_shape, x, keep):
@@ -234,7 +290,7 @@ def _stack(gs, out_shape, x, keep):
     shape = tuple(out_shape) + tuple(x.shape)
     if not gs:
         return Tensor(np.zeros(shape, x.dtype))
-    if keep or _vmap.running():  # a differentiable stack (the outer transform looks through it; vmap batches it)
+    if keep:  # a differentiable stack (the outer transform looks through it; vmap batches it)
         return stack(gs).reshape(shape)
     return Tensor(np.stack([g.data for g in gs]).reshape(shape))
 

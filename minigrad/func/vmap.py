@@ -6,28 +6,28 @@ How it is built, in three pieces (docs/func_vmap.md walks through them):
    (its `_levels`, outer first; a dim of size 1 stands for "the same for every example"). Its logical shape, the
    one `x.shape` shows, is the rest. Its `.data` is example 0's array (a view): an op's forward runs on it as
    on one example, so every check and every constant the op derives (an axis, a shape) is the per-example one.
-2. Every op ends in `make_node` (tensor.py). While a vmap runs, make_node hands each node to this file's hook
-   (the `_tracer` slot it already checks, so an op pays nothing more when no vmap runs). A node with a batched
-   input goes to its op's *batching rule* (batching.py, one per op family): the rule moves the batch dims out of
-   the way and calls the op once on the whole physical batch. The node the op built for example 0 is dropped;
+2. Every op ends in `make_node` (tensor.py). While a vmap runs, make_node hands each node to this file's hook, a
+   link of its tracer chain (the `_tracer` slot it already checks, so an op pays nothing more when no vmap runs);
+   a node with no batched input is handed on to the next link (`prev`). A node with a batched input goes to its
+   op's *batching rule* (batching.py, one per op family): the rule moves the batch dims out of the way and calls
+   the op once on the whole physical batch. The node the op built for example 0 is dropped;
    the BatchedTensor of the physical result takes its place.
 3. Random ops ask `random._batching` (randomness="error" | "different" | "same"), and the reverse transforms
    (grad, vjp) ask `sweep_args` to sweep the physical graph, so vmap(grad(f)) gives per-example gradients.
 """
-import sys
 from functools import wraps
 
 import numpy as np
 
 from .. import random as _random
-from ..tensor import Tensor, _set_tracer, make_node
+from ..tensor import Tensor, _set_tracer
 from . import _state, batching
-from ._batched import BatchedTensor, _arrays, _levels_of, _reads, _running, _sizes, wrap
+from ._batched import (BatchedTensor, _arrays, _fwd_levels, _levels_of, _reads, _running, _sizes, _to_logical,
+                       _to_physical, wrap)
 from ._pytree import _sorted_keys, tree_flatten, tree_unflatten
 
 __all__ = ("vmap",)
 
-_tensor = sys.modules[make_node.__module__]  # the module minigrad/tensor.py (minigrad.tensor is the function)
 _next_level = [1]
 _saved = {}  # the tracer and random hook that were there before the outermost vmap
 
@@ -48,7 +48,7 @@ class _Hook:
             raise AttributeError(name)
         return getattr(self.prev, name)
 
-    def node(self, data, parents, rule, name):
+    def node(self, data, parents, rule, name, jvp=None):
         reads = list(_reads)
         _reads.clear()
         batched = False
@@ -63,44 +63,8 @@ class _Hook:
                         any(np.may_share_memory(a, r._value.data) for a in held):
                     extras.append(r)
         if not batched and not extras:
-            return rule if self.prev is None else self.prev.node(data, parents, rule, name)
-        fwd = sys.modules.get("minigrad.func.forward")
-        if fwd is None or not fwd._levels or _tensor._transform is not None:
-            return batching.batch_node(data, parents, rule, name, extras)
-        return _with_tangents(fwd, data, parents, rule, name, extras)
-
-
-def _with_tangents(fwd, data, parents, rule, name, extras):
-    """batch_node while forward mode runs (jvp outside or inside vmap). Forward mode made this call with its hook
-    off, to make the node; the tangents are carried on the physical batch instead: each batched input's tangent is
-    put on its physical Tensor, the rule's physical ops run with forward mode's hook on (each op's tangent rule
-    then sees every example, not example 0), and the result's tangent is the physical one's."""
-    for lv in fwd._levels:
-        for p in parents:
-            t = lv.tangents.get(p) if type(p) is BatchedTensor else None
-            if t is not None and p._value not in lv.tangents:
-                lv.tangents[p._value] = _physical_like(t, p)
-    _tensor._transform = fwd._HOOK
-    try:
-        out = batching.batch_node(data, parents, rule, name, extras)
-    finally:
-        _tensor._transform = None
-    for lv in fwd._levels:
-        t = lv.tangents.get(out._value) if type(out) is BatchedTensor else None
-        if t is not None:
-            lv.tangents[out] = wrap(t, out._levels)
-    return out
-
-
-def _physical_like(t, p):
-    """Tangent t of the batched p as a Tensor shaped like p's physical batch."""
-    v = p._value
-    if type(t) is BatchedTensor and t._levels == p._levels:
-        return t._value
-    have = t._levels if type(t) is BatchedTensor else ()
-    a = physical(t).data
-    a = a.reshape(tuple(a.shape[have.index(lv)] if lv in have else 1 for lv in p._levels) + a.shape[len(have):])
-    return Tensor(np.broadcast_to(a, v.shape))
+            return rule if self.prev is None else self.prev.node(data, parents, rule, name, jvp)
+        return batching.batch_node(data, parents, rule, name, extras)
 
 
 def _constants(rule):
@@ -326,7 +290,7 @@ def _run(func, fname, leaves, spec, dims, size, kwargs, out_dims, randomness):
                 continue
             x = x if isinstance(x, Tensor) else Tensor(x)
             if type(x) is BatchedTensor:  # an outer vmap's batch: this level's dim goes after the outer ones
-                nb, v = len(x._levels), x._value
+                nb, v = len(x._levels), physical(x)
                 d = nb + d % x.ndim
                 perm = list(range(v.ndim))
                 perm.insert(nb, perm.pop(d))
@@ -356,7 +320,7 @@ def _unwrap(fname, o, d, level, size):
         raise TypeError(f"{fname}: the function must return Tensors (or pytrees of them) to batch, got "
                         f"{type(o).__name__} (give it out_dims=None to return it as it is)")
     levels = o._levels if type(o) is BatchedTensor else ()
-    v = o._value if type(o) is BatchedTensor else o
+    v = physical(o)
     if not batched:  # the same for every example: a batch dim of 1, broadcast
         k = sum(1 for l in levels if l < level)
         v = reshape(v, v.shape[:k] + (1,) + v.shape[k:])
@@ -377,9 +341,16 @@ def _unwrap(fname, o, d, level, size):
 
 # ---- reverse mode under vmap: per-example gradients ------------------------------------------------------
 
-def physical(t):
-    """The physical Tensor behind t (t itself if it is not batched)."""
-    return t._value if type(t) is BatchedTensor else t
+def physical(t, tangents=True):
+    """The physical Tensor behind t (t itself if it is not batched), with t's tangents, if a jvp runs."""
+    if type(t) is not BatchedTensor:
+        return t
+    if tangents:
+        for lv in _fwd_levels():
+            tan = lv.tangents.get(t)
+            if tan is not None and t._value not in lv.tangents:
+                lv.tangents[t._value] = _to_physical(tan, t)
+    return t._value
 
 
 def batched_input(x, make_input):
@@ -391,8 +362,14 @@ def batched_input(x, make_input):
     v, full = _aligned(x, levels, reshape)
     if v.requires_grad:
         return wrap(make_input(expand(v, full)), levels)
-    leaf = Tensor(np.broadcast_to(v.data, full), requires_grad=True) if v.shape != full else make_input(v)
-    return wrap(leaf, levels)
+    leaf = _state.mark_internal(Tensor(np.broadcast_to(v.data, full), requires_grad=True)) if v.shape != full else \
+        make_input(v)
+    out = wrap(leaf, levels)
+    for lv in _fwd_levels():  # (a jvp outside: the stand-in carries x's tangent)
+        t = lv.tangents.get(x)
+        if t is not None and out not in lv.tangents:
+            lv.tangents[out] = t
+    return out
 
 
 def sweep_args(outs, seeds, inputs):
@@ -416,6 +393,25 @@ def sweep_args(outs, seeds, inputs):
     def rewrap(grads):
         return [g if type(x) is not BatchedTensor or g is None else wrap(g, x._levels) for g, x in zip(grads, inputs)]
     return [physical(o) for o in pouts], pseeds, pins, rewrap
+
+
+def sweep_rows(outs, seeds, inputs):
+    """sweep_args for jacrev's rows: the graph (outs from inputs) was built outside the innermost vmap, whose batch
+    is the seeds' (one basis cotangent per row). The sweep runs on the physical graph of the outer vmaps with the
+    seeds batched at the innermost level, so every rule batches over the rows (torch.func's jacrev)."""
+    from ..ops import expand, reshape
+    _reads.clear()
+    outer = tuple(l for l, _, _ in _running[:-1])
+    pouts, pseeds = [], []
+    for o, s in zip(outs, seeds):
+        so = _full(o, outer, expand, reshape) if outer else o
+        pouts.append(physical(so))
+        pseeds.append(_to_physical(s, so) if type(so) is BatchedTensor else s)
+
+    def rewrap(grads):
+        return [g if g is None or type(x) is not BatchedTensor else _to_logical(g, x._levels)
+                for g, x in zip(grads, inputs)]
+    return pouts, pseeds, [physical(x) for x in inputs], rewrap
 
 
 def _aligned(t, levels, reshape):

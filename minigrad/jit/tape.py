@@ -176,7 +176,7 @@ class Recorder:
         return v
 
     # ---- forward: make_node's hook ------------------------------------------------------------------
-    def node(self, data, parents, rule, name):
+    def node(self, data, parents, rule, name, jvp=None):
         """make_node's hook: write the node's forward line (a failure is kept, and the step goes on eagerly)."""
         if self.failed is None:
             try:

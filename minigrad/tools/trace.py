@@ -33,10 +33,11 @@ class Trace:
         self._starts, self._saved, self._prev = [], [], None
 
     # ---- called by the engine --------------------------------------------------------------
-    def node(self, data, parents, backward, op):
-        """Record a node made by tensor.make_node; returns its gradient rule, wrapped in a timer."""
-        if self._prev is not None:  # anomaly mode was on: it checks this node too
-            backward = self._prev.node(data, parents, backward, op)
+    def node(self, data, parents, backward, op, jvp=None):
+        """Record a node made by tensor.make_node; returns its gradient rule, wrapped in a timer (or the node, if a
+        transform running outside this trace built it: a jvp or vmap, whose own ops are recorded as they run)."""
+        if self._prev is not None:  # anomaly mode or a transform was on: it sees this node too
+            backward = self._prev.node(data, parents, backward, op, jvp)
         now = time.perf_counter()
         forward_ms = None  # unknown for a node made outside any public op call
         if self._starts:
@@ -45,6 +46,8 @@ class Trace:
         row = {"op": op, "inputs": [tuple(p.shape) for p in parents], "output": tuple(np.shape(data)),
                "forward_ms": forward_ms, "backward_ms": None, "grad_norm": None}
         self.rows.append(row)
+        if isinstance(backward, Tensor):
+            return backward
 
         def timed(g, *rest, **kw):
             t0 = time.perf_counter()
