@@ -204,8 +204,8 @@ def tracks_figure(net, test, grid, n=8):
 
 def main():
     args = parse_args("E9: hard vs soft attention on cluttered glimpse canvases. Over the 5-minute budget: the default "
-                      "run costs 292 CPU-s and 2164 s of wall time on a 2-core machine shared with other jobs "
-                      "(timed on 2026-12-04 at a load of about 15, docs/examples/README.md); "
+                      "run costs 426 CPU-s and 604 s of wall time on a 2-core machine shared with other jobs "
+                      "(timed on 2026-12-05 at a load of about 4, docs/examples/README.md); "
                       "--quick takes about a minute.", "glimpse",
                       extra=add_flags)
     objects = "built-in glyphs" if args.objects is None else f"{len(args.objects[0])} user objects"

@@ -122,8 +122,8 @@ def tracks_figure(net, test, n=8):
 
 def main():
     args = parse_args("E10: the recurrent attention model on cluttered canvases. Over the 5-minute budget: the default "
-                      "run costs 387 CPU-s and 1293 s of wall time on a 2-core machine shared with other jobs "
-                      "(timed on 2026-12-02 at a load of about 5.7, docs/examples/README.md); "
+                      "run costs 248 CPU-s and 316 s of wall time on a 2-core machine shared with other jobs "
+                      "(timed on 2026-12-05 at a load of about 4, docs/examples/README.md); "
                       "--quick takes about 45 s.", "ram", extra=add_flags)
     if args.glimpses < 2:
         raise SystemExit("ram.py: --glimpses must be at least 2 (the first read is always at the centre)")
