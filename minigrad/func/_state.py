@@ -64,6 +64,16 @@ def argnums_tuple(fname, argnums, nargs):
     return tuple(out), many
 
 
+def split_aux(fname, out, has_aux):
+    """(output, aux) of a function's result: with has_aux it must be that pair; without, (out, None)."""
+    if not has_aux:
+        return out, None
+    if not isinstance(out, (tuple, list)) or len(out) != 2:
+        raise TypeError(f"{fname}: with has_aux=True the function must return a pair (output, aux), got "
+                        f"{type(out).__name__}")
+    return out[0], out[1]
+
+
 def name_of(f):
     """f's name for an error message."""
     return getattr(f, "__name__", None) or type(f).__name__

@@ -261,10 +261,7 @@ def jvp(func, primals, tangents, has_aux=False):
             ts.append(_as_tangent(v, x, fname, f"{i}" + (f" (leaf {k})" if len(pl) > 1 else "")))
     with _state.running():
         out, level = _run(fname, func, primals, at, ts)
-        if has_aux:
-            if not isinstance(out, (tuple, list)) or len(out) != 2:
-                raise TypeError(f"{fname}: with has_aux=True the function must return a pair (output, aux)")
-            out, aux = out
+        out, aux = _state.split_aux(fname, out, has_aux)
         outs, ospec = tree_flatten(out)
         touts = _out_tangents(fname, outs, level)
         if _state.depth == 1 and not _state.outer_graph(outs + touts):  # the top level: plain results

@@ -82,15 +82,6 @@ def _reaches_outside(outs, inputs):
     return False
 
 
-def _split_aux(fname, out, has_aux):
-    if not has_aux:
-        return out, None
-    if not isinstance(out, (tuple, list)) or len(out) != 2:
-        raise TypeError(f"{fname}: with has_aux=True the function must return a pair (output, aux), got "
-                        f"{type(out).__name__}")
-    return out[0], out[1]
-
-
 def _sweep(outs, seeds, inputs, create_graph):
     """The gradients of the outputs (seeded) with respect to the inputs, zeros where none reaches."""
     rewrap = None
@@ -129,7 +120,7 @@ def _call(fname, func, args, kwargs, argnums, has_aux):
     args, trees, many = _prepare(fname, args, argnums)
     with enable_grad():
         out = func(*args, **kwargs)
-    return (trees, many) + tuple(_split_aux(fname, out, has_aux))
+    return (trees, many) + tuple(_state.split_aux(fname, out, has_aux))
 
 
 def _grad_and_value(func, argnums, has_aux, fname):
@@ -174,7 +165,7 @@ def vjp(func, *primals, has_aux=False):
         args, trees, _ = _prepare(fname, primals, tuple(range(len(primals))))
         with enable_grad():
             out = func(*args)
-        out, aux = _split_aux(fname, out, has_aux)
+        out, aux = _state.split_aux(fname, out, has_aux)
         outs, ospec = tree_flatten(out)
         for k, o in enumerate(outs):
             if not isinstance(o, Tensor):
