@@ -282,7 +282,7 @@ def _self_attention(q, k, v, key_padding_mask, scale, fn, why=""):
         raise ValueError(f"{fn}: query (..., L, E) and key (..., S, E) must have L == S{why}, got L = {L}, S = {S}")
     batch = shape[:-2]
     kvalid = np.broadcast_to(_key_valid(key_padding_mask, batch, L, fn), batch + (L,))
-    scale = default_scale(q.shape[-1]) if scale is None else float(scale)
+    scale = default_scale(q.shape[-1], scale)
     qkv = tuple(np.broadcast_to(t.data, batch + t.shape[-2:]) for t in (q, k, v))
     return batch, L, kvalid, scale, qkv, any_nonfinite(*qkv)
 
