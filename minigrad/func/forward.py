@@ -197,16 +197,12 @@ def _run(fname, func, args, leaves_at, tangents, kwargs=None):
     """func(*args) with tangents[j] (a Tensor, or None for none) on the leaf leaves_at[j] = (argument, index in its
     flattened tree): (output, output tangents, aux-unsplit output); one new level, pushed and popped here."""
     args = list(args)
-    stands = {}
-    for (i, k), t in zip(leaves_at, tangents):
-        stands.setdefault(i, tree_flatten(args[i]))
-    made = []
-    for i, (leaves, spec) in stands.items():
-        new = [_stand_in(x, fname, f"primal {i}" + (f" (leaf {k})" if len(leaves) > 1 else ""))
-               for k, x in enumerate(leaves)]
-        args[i] = tree_unflatten(new, spec)
-        made.append((i, new))
-    new_of = dict(made)
+    new_of = {}  # argument -> its leaves' stand-ins
+    for i in dict.fromkeys(i for i, _ in leaves_at):
+        leaves, spec = tree_flatten(args[i])
+        new_of[i] = [_stand_in(x, fname, f"primal {i}" + (f" (leaf {k})" if len(leaves) > 1 else ""))
+                     for k, x in enumerate(leaves)]
+        args[i] = tree_unflatten(new_of[i], spec)
     level = Level()
     for (i, k), t in zip(leaves_at, tangents):
         if t is not None:

@@ -14,7 +14,6 @@ from functools import wraps
 
 import numpy as np
 
-from ..autograd.backward import _topo
 from ..autograd.grad_mode import enable_grad, is_grad_enabled
 from ..autograd.higher import grad as _autograd_grad
 from ..ops import stack
@@ -71,15 +70,7 @@ def _prepare(fname, args, argnums):
 def _reaches_outside(outs, inputs):
     """True if the outputs' graph reaches a tensor that requires grad other than the stand-ins (an argument or
     a closed-over tensor in a graph of its own): the sweep must then keep its graph (create_graph)."""
-    stop = set(map(_vmap.physical, inputs))
-    for o in map(_vmap.physical, outs):
-        if isinstance(o, Tensor) and o.requires_grad:
-            for n in _topo(o, stop):
-                if n not in stop and n._backward is None and n.requires_grad and not _state.is_internal(n):
-                    return True
-                if n in stop and n._backward is not None:  # an identity stand-in over an outer tensor
-                    return True
-    return False
+    return _state.outer_graph(map(_vmap.physical, outs), set(map(_vmap.physical, inputs)))
 
 
 def _sweep(outs, seeds, inputs, create_graph):
