@@ -32,17 +32,18 @@ def _exp_vjp(g, out, x, owned=False):  # d e^x = e^x; in g's own buffer when the
     return (np.multiply(g, out, out=g) if owned and g.dtype == out.dtype else g * out,)
 
 
-def _unary(op, forward, vjp, doc):
-    """The elementwise op `op` of one Tensor: forward(x) on its array, `vjp` its gradient rule (written above it)."""
+def _unary(op, forward, vjp, doc, floats=True):
+    """The elementwise op `op` of one Tensor: forward(x) on its array (made floating first, unless floats=False),
+    `vjp` its gradient rule (written above it). (A ufunc as forward: no Python frame more per call.)"""
     def fn(a):
         a = as_tensor(a)
-        return make_node(forward(a.data), (a,), None, op, vjp=vjp)
+        return make_node(forward(floating(a.data) if floats else a.data), (a,), None, op, vjp=vjp)
     fn.__name__ = fn.__qualname__ = op
     fn.__doc__ = doc
     return fn
 
 
-exp = _unary("exp", _exp_vjp.forward, _exp_vjp, "Elementwise e^x; backward: g * e^x.")
+exp = _unary("exp", np.exp, _exp_vjp, "Elementwise e^x; backward: g * e^x.")
 
 
 def _log_forward(x):
@@ -59,7 +60,7 @@ def _log_vjp(g, out, x):  # d log x = 1 / x
 
 
 log = _unary("log", _log_forward, _log_vjp,
-             "Elementwise natural log (log 0 = -inf; a negative entry is an error); backward: g / x.")
+             "Elementwise natural log (log 0 = -inf; a negative entry is an error); backward: g / x.", False)
 
 
 @saves("out", jvp=lambda t, out, x: t[0] * 0.5 / out)  # tangent: dx / (2 sqrt x)
@@ -68,7 +69,6 @@ def _sqrt_vjp(g, out, x):  # d sqrt x = 1 / (2 sqrt x)
 
 
 def _sqrt_forward(x):
-    x = floating(x)
     if x.size and x.min() < 0:
         raise ValueError(f"sqrt: input has negative entries (min {x.min()}), whose sqrt is NaN")
     return np.sqrt(x)
@@ -83,7 +83,7 @@ def _abs_vjp(g, out, x):  # d |x| = sign(x), subgradient 0 at 0
     return (g * _dual.sign(x),)
 
 
-abs = _unary("abs", np.abs, _abs_vjp, "Elementwise |x|; backward: g * sign(x) (subgradient 0 at 0).")
+abs = _unary("abs", np.abs, _abs_vjp, "Elementwise |x|; backward: g * sign(x) (subgradient 0 at 0).", False)
 
 
 @saves("out", in_place=True, forward=lambda x: np.tanh(floating(x)), jvp=lambda t, out, x: t[0] * (1 - out * out))
@@ -98,7 +98,7 @@ def square(a):
     return a * a
 
 
-tanh = _unary("tanh", _tanh_vjp.forward, _tanh_vjp, "Elementwise tanh; backward: g * (1 - tanh^2).")
+tanh = _unary("tanh", np.tanh, _tanh_vjp, "Elementwise tanh; backward: g * (1 - tanh^2).")
 
 
 def _sigmoid(x):
@@ -119,7 +119,7 @@ def _sigmoid_vjp(g, out, x, owned=False):  # d sigmoid = s (1 - s); in g's own b
     return (np.multiply(g, d, out=g) if owned and g.dtype == d.dtype else g * d,)
 
 
-sigmoid = _unary("sigmoid", _sigmoid_vjp.forward, _sigmoid_vjp,
+sigmoid = _unary("sigmoid", _sigmoid, _sigmoid_vjp,
                  "Elementwise logistic 1 / (1 + e^-x), computed stably; backward: g * s (1 - s).")
 
 
@@ -142,7 +142,6 @@ def _softplus_vjp(g, out, x):  # d softplus = sigmoid
 
 
 def _softplus(x):
-    x = floating(x)
     return np.logaddexp(0, x).astype(x.dtype, copy=False)
 
 
@@ -347,7 +346,7 @@ def _sin_vjp(g, out, x):  # d sin = cos
     return (g * _dual.cos(x),)
 
 
-sin = _unary("sin", lambda x: np.sin(floating(x)), _sin_vjp, "Sine, elementwise.")
+sin = _unary("sin", np.sin, _sin_vjp, "Sine, elementwise.")
 
 
 @saves("inputs", jvp=lambda t, out, x: -t[0] * _dual.sin(x))  # tangent: -sin dx
@@ -355,11 +354,10 @@ def _cos_vjp(g, out, x):  # d cos = -sin
     return (-g * _dual.sin(x),)
 
 
-cos = _unary("cos", lambda x: np.cos(floating(x)), _cos_vjp, "Cosine, elementwise.")
+cos = _unary("cos", np.cos, _cos_vjp, "Cosine, elementwise.")
 
 
 def _log1p_forward(x):
-    x = floating(x)
     if x.size and x.min() < -1:
         raise ValueError(f"log1p: input has entries below -1 (min {x.min()}), whose log1p is NaN")
     with np.errstate(divide="ignore"):
@@ -379,11 +377,11 @@ def _expm1_vjp(g, out, x):  # d (e^x - 1) = e^x
     return (g * (out + 1),)
 
 
-expm1 = _unary("expm1", lambda x: np.expm1(floating(x)), _expm1_vjp, "e^x - 1, accurate for small x.")
+expm1 = _unary("expm1", np.expm1, _expm1_vjp, "e^x - 1, accurate for small x.")
 
 
 def _zero_grad_op(f, op):
-    return _unary(op, f, _dual.zero_vjp, f"{op} elementwise; its gradient is zero everywhere (as torch.{op}).")
+    return _unary(op, f, _dual.zero_vjp, f"{op} elementwise; its gradient is zero everywhere (as torch.{op}).", False)
 
 
 sign = _zero_grad_op(np.sign, "sign")
@@ -430,5 +428,5 @@ def minimum(a, b):
     return _extremum("minimum", np.minimum, a, b)
 
 
-clone = _unary("clone", lambda x: x.copy(), _dual.identity_vjp,  # the identity: g passes through
-               "A copy that stays in the graph, as torch's clone (x.detach().clone() for one that does not).")
+clone = _unary("clone", np.ndarray.copy, _dual.identity_vjp,  # the identity: g passes through
+               "A copy that stays in the graph, as torch's clone (x.detach().clone() for one that does not).", False)
