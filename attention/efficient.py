@@ -184,7 +184,7 @@ def memory_efficient_attention(query, key, value, attn_mask=None, is_causal=Fals
 def attend_chunked(q, k, v, allowed, bias, is_causal, scale, chunk_size):
     """The node of memory_efficient_attention on checked arguments: an allowed bool array and/or a float bias
     Tensor, and/or the causal rule (MultiHeadAttention passes key padding and is_causal together)."""
-    scale = default_scale(q.shape[-1]) if scale is None else float(scale)
+    scale = default_scale(q.shape[-1], scale)
     masked = allowed is not None or is_causal
     dirty = masked and any_nonfinite(q.data, k.data, v.data)  # the path, chosen once: the non-finite twin or not
     ch = _Chunks(q.data * scale, k.data, allowed, None if bias is None else bias.data, is_causal, chunk_size)

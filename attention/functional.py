@@ -223,9 +223,11 @@ def check_qkv(q, k, v, who="scaled_dot_product_attention"):
     return batch + (q.shape[-2], k.shape[-2])  # the scores' shape (..., L, S)
 
 
-def default_scale(E):
-    """The scores' default scale, 1/sqrt(E) (Vaswani et al. 2017); E = 0 gives 1: every score is then an empty
-    sum, 0, whatever the scale (uniform weights, as torch), not 1 / 0."""
+def default_scale(E, scale=None):
+    """The scores' scale: `scale` if given (as a float), else 1/sqrt(E) (Vaswani et al. 2017); E = 0 gives 1:
+    every score is then an empty sum, 0, whatever the scale (uniform weights, as torch), not 1 / 0."""
+    if scale is not None:
+        return float(scale)
     return 1.0 / math.sqrt(E) if E else 1.0
 
 
@@ -281,7 +283,7 @@ def reference_sdpa(query, key, value, attn_mask=None, is_causal=False, scale=Non
         groups = gqa_groups(q, k, v)
         k, v = repeat_kv(k, groups), repeat_kv(v, groups)
     allowed, bias = prepare_masks(attn_mask, is_causal, check_qkv(q, k, v), q.dtype)
-    scale = default_scale(q.shape[-1]) if scale is None else float(scale)
+    scale = default_scale(q.shape[-1], scale)
     s = (q @ k.swapaxes(-1, -2)) * scale                                  # (..., L, S)
     if bias is not None:
         s = s + bias
@@ -342,7 +344,7 @@ def attend(q, k, v, packed, allowed, bias, dropout_p, scale, return_weights, tra
     if not 0.0 <= dropout_p < 1.0:
         raise ValueError(f"scaled_dot_product_attention: dropout_p must be in [0, 1), got {dropout_p}")
     p_drop = dropout_p if training else 0.0
-    scale = default_scale((packed if packed is not None else q).shape[-1]) if scale is None else float(scale)
+    scale = default_scale((packed if packed is not None else q).shape[-1], scale)
     if packed is not None:
         x = packed.data
         qd, kd, vd = x[0], x[1], x[2]

@@ -273,6 +273,20 @@ def _key_valid(key_padding_mask, batch, L, fn):
     return ~m.reshape((m.shape[0],) + (1,) * (len(batch) - 1) + (L,))
 
 
+def _self_attention(q, k, v, key_padding_mask, scale, fn, why=""):
+    """Both blocked kernels' checks: (batch dims, L, kvalid (..., L), scale, q k v arrays broadcast over the batch
+    dims (views; the engine sums the gradients back to each input's shape), dirty: a NaN or inf among them)."""
+    shape = check_qkv(q, k, v, fn)
+    L, S = shape[-2:]
+    if L != S:
+        raise ValueError(f"{fn}: query (..., L, E) and key (..., S, E) must have L == S{why}, got L = {L}, S = {S}")
+    batch = shape[:-2]
+    kvalid = np.broadcast_to(_key_valid(key_padding_mask, batch, L, fn), batch + (L,))
+    scale = default_scale(q.shape[-1], scale)
+    qkv = tuple(np.broadcast_to(t.data, batch + t.shape[-2:]) for t in (q, k, v))
+    return batch, L, kvalid, scale, qkv, any_nonfinite(*qkv)
+
+
 def sliding_window_attention(query, key, value, window, causal=False, dilation=1, global_tokens=None,
                              key_padding_mask=None, scale=None):
     """Attention where query i sees keys j = i + d*o, |o| <= window (-window <= o <= 0 if causal), plus
@@ -287,20 +301,10 @@ def sliding_window_attention(query, key, value, window, causal=False, dilation=1
     q, k, v = as_tensor(query), as_tensor(key), as_tensor(value)
     window = check_int("window", window, 0, fn)
     dilation = check_int("dilation", dilation, 1, fn)
-    shape = check_qkv(q, k, v, fn)
-    L, S = shape[-2:]
-    if L != S:
-        raise ValueError(f"{fn}: query (..., L, E) and key (..., S, E) must have L == S (a window is self-"
-                         f"attention), got L = {L}, S = {S}")
-    batch = shape[:-2]
-    kvalid = _key_valid(key_padding_mask, batch, L, fn)
+    batch, L, kvalid, scale, (qd, kd, vd), dirty = _self_attention(q, k, v, key_padding_mask, scale, fn,
+                                                                    " (a window is self-attention)")
     gidx = np.zeros(0, np.int64) if global_tokens is None else global_index(global_tokens, L, fn)
-    scale = default_scale(q.shape[-1]) if scale is None else float(scale)
     lay = _Layout(L, window, causal, dilation)
-    # broadcast the batch dims once (views); the engine sums the gradients back to each input's shape
-    qd, kd, vd = (np.broadcast_to(t.data, batch + t.shape[-2:]) for t in (q, k, v))
-    kvalid = np.broadcast_to(kvalid, batch + (L,))
-    dirty = any_nonfinite(qd, kd, vd)
     if L == 0:
         return make_node(np.zeros(batch + (0, v.shape[-1]), q.dtype), (q, k, v),
                      lambda g: (None, None, None), fn)
@@ -402,15 +406,7 @@ def fixed_attention(query, key, value, stride, c=1, causal=True, key_padding_mas
     c = check_int("c", c, 1, fn)
     if c > stride:
         raise ValueError(f"{fn}: c must be <= stride ({stride}), got {c}")
-    shape = check_qkv(q, k, v, fn)
-    L, S = shape[-2:]
-    if L != S:
-        raise ValueError(f"{fn}: query (..., L, E) and key (..., S, E) must have L == S, got L = {L}, S = {S}")
-    batch = shape[:-2]
-    kvalid = np.broadcast_to(_key_valid(key_padding_mask, batch, L, fn), batch + (L,))
-    scale = default_scale(q.shape[-1]) if scale is None else float(scale)
-    qd, kd, vd = (np.broadcast_to(t.data, batch + t.shape[-2:]) for t in (q, k, v))
-    dirty = any_nonfinite(qd, kd, vd)
+    batch, L, kvalid, scale, (qd, kd, vd), dirty = _self_attention(q, k, v, key_padding_mask, scale, fn)
     with quiet(dirty):
         out, cache = _fixed_forward(qd, kd, vd, stride, c, causal, kvalid, scale, _MASKED if dirty else _CLEAN)
 

@@ -46,10 +46,6 @@ def _check_bias(bias, heads, tail, name, fn, dtype):
     return bias if bias.dtype == dtype else bias.astype(dtype)
 
 
-def _scale(scale, d):
-    return default_scale(d) if scale is None else float(scale)
-
-
 def _dense(q, k, v, mask, scale, return_weights):
     """scaled_dot_product_attention over the flattened hw tokens with `mask`, back to (B, H, h, w, dv)."""
     B, H, h, w, E = q.shape
@@ -126,7 +122,7 @@ def window_attention_2d(q, k, v, window_size, shift_size=0, bias=None, scale=Non
     qw, kw, vw = (_windows(t, m, s, hp, wp) for t in (q, k, v))  # (B, H, nW, M*M, d)
     if bias is not None:
         bias = _check_bias(bias, H, (m * m, m * m), "bias", fn, q.dtype).reshape(-1, 1, m * m, m * m)
-    out = _attend(qw, kw, vw, _window_allowed(h, w, m, s), bias, _scale(scale, E))  # (B, H, nW, M*M, dv)
+    out = _attend(qw, kw, vw, _window_allowed(h, w, m, s), bias, default_scale(E, scale))  # (B, H, nW, M*M, dv)
     return _unwindows(out, m, s, h, w)
 
 
@@ -250,7 +246,7 @@ def neighborhood_attention_2d(q, k, v, kernel_size, dilation=1, rpb=None, scale=
         rpb = _check_bias(rpb, H, (2 * K - 1, 2 * K - 1), "rpb", fn, q.dtype)
         tab = rpb[:, ah.rel()[:, None, :, None], aw.rel()[None, :, None, :]]  # (H, Th, Tw, Lh, Lw)
         tab = tab.reshape(rpb.shape[0], 1, 1, 1, 1, ah.T * aw.T, ah.L * aw.L)
-    out = _attend(qt, kt, vt, allowed, tab, _scale(scale, E))          # (B, H, d, d, nTh, nTw, Th*Tw, dv)
+    out = _attend(qt, kt, vt, allowed, tab, default_scale(E, scale))          # (B, H, d, d, nTh, nTw, Th*Tw, dv)
     X = out.shape[-1]
     out = out.reshape(B, H, d, d, ah.nT, aw.nT, ah.T, aw.T, X).permute(0, 1, 2, 3, 4, 6, 5, 7, 8)
     out = out.reshape(B, H, d, d, ah.nT * ah.T, aw.nT * aw.T, X)[:, :, :, :, :ah.G, :aw.G]

@@ -8,7 +8,7 @@ import numpy as np
 
 from .dtypes import get_default_dtype
 from .interop import _size_arg
-from .tensor import Tensor
+from .tensor import Tensor, data_of
 
 
 def _infer(value):
@@ -20,10 +20,6 @@ def _infer(value):
     if isinstance(value, (float, np.floating)):
         return get_default_dtype()
     raise TypeError(f"full: fill_value must be a bool, int or float, got {type(value).__name__}")
-
-
-def _data(x):
-    return x.data if isinstance(x, Tensor) else np.asarray(x)
 
 
 def zeros(*size, requires_grad=False, dtype=None):
@@ -45,7 +41,7 @@ def full(size, fill_value, dtype=None, requires_grad=False):
 
 def full_like(t, fill_value, dtype=None, requires_grad=False):
     """A tensor shaped like t, filled with fill_value, in t's dtype unless dtype says otherwise."""
-    x = _data(t)
+    x = np.asarray(data_of(t))
     return Tensor(np.full(x.shape, fill_value, dtype or x.dtype), requires_grad)
 
 

@@ -177,16 +177,29 @@ class Canvases:
         r, c = rng.integers(0, S - h + 1, n), rng.integers(0, S - w + 1, n)
         rows = np.arange(n)[:, None, None]
         canvas[rows, r[:, None, None] + np.arange(h)[:, None], c[:, None, None] + np.arange(w)] = obj
-        for _ in range(self.n_clutter):
-            # a random f x f crop of another object, at a place off the object's box (16 tries, then anywhere)
-            src, _ = self._objects(n, rng, source)
-            sr, sc = rng.integers(0, h - f + 1, n), rng.integers(0, w - f + 1, n)
-            frag = src[rows, sr[:, None, None] + np.arange(f)[:, None], sc[:, None, None] + np.arange(f)]
-            fr, fc = rng.integers(0, S - f + 1, (n, 16)), rng.integers(0, S - f + 1, (n, 16))
-            clear = (fr + f <= r[:, None]) | (fr >= r[:, None] + h) | (fc + f <= c[:, None]) | (fc >= c[:, None] + w)
-            pick = np.where(clear.any(1), clear.argmax(1), 0)
-            fr, fc = fr[np.arange(n), pick], fc[np.arange(n), pick]
-            at = (rows, fr[:, None, None] + np.arange(f)[:, None], fc[:, None, None] + np.arange(f))
-            canvas[at] = np.maximum(canvas[at], frag)
         boxes = np.stack([r, c, np.full(n, h), np.full(n, w)], 1).astype(np.int64)
+        # crops of other objects, off the object's box (16 tries, then anywhere)
+        paste_clutter(canvas, source[0], boxes[:, None], self.n_clutter, f, rng, anywhere=True)
         return canvas, labels, boxes
+
+
+def paste_clutter(canvas, objects, boxes, n_clutter, f, rng, anywhere):
+    """n_clutter times, a random f x f crop of a random object pasted (max) onto each canvas (n, H, W) at a place
+    off its boxes (n, k, 4) of (row, col, height, width): the first of 16 tries, else anywhere (or nowhere)."""
+    n, H, W = canvas.shape
+    h, w = objects.shape[1:]
+    rows = np.arange(n)[:, None, None]
+    for _ in range(n_clutter):
+        src = objects[rng.integers(0, len(objects), n)]
+        sr, sc = rng.integers(0, h - f + 1, n), rng.integers(0, w - f + 1, n)
+        frag = src[rows, sr[:, None, None] + np.arange(f)[:, None], sc[:, None, None] + np.arange(f)]
+        fr, fc = rng.integers(0, H - f + 1, (n, 16)), rng.integers(0, W - f + 1, (n, 16))
+        clear = np.ones((n, 16), bool)
+        for j in range(boxes.shape[1]):
+            b = boxes[:, j, :, None]
+            clear &= (fr + f <= b[:, 0]) | (fr >= b[:, 0] + b[:, 2]) | (fc + f <= b[:, 1]) | (fc >= b[:, 1] + b[:, 3])
+        pick = clear.argmax(1)  # the first clear try (try 0 when none is)
+        fr, fc = fr[np.arange(n), pick], fc[np.arange(n), pick]
+        at = (rows, fr[:, None, None] + np.arange(f)[:, None], fc[:, None, None] + np.arange(f))
+        put = np.maximum(canvas[at], frag)
+        canvas[at] = put if anywhere else np.where(clear.any(1)[:, None, None], put, canvas[at])

@@ -12,7 +12,7 @@ from collections import Counter
 import math
 import numpy as np
 
-from .canvases import GLYPHS, check_objects, make_glyphs
+from .canvases import GLYPHS, check_objects, make_glyphs, paste_clutter
 
 __all__ = ("load_digits_objects", "GlyphCaptions", "bleu4", "strip_caption")
 
@@ -79,22 +79,8 @@ class GlyphCaptions:
             canvas[rows, r[:, None, None] + np.arange(h)[:, None], c[:, None, None] + np.arange(w)] = source[0][idx]
             boxes[:, j] = np.stack([r, c, np.full(n, h), np.full(n, w)], 1)
             caption[:, j] = source[1][idx] + FIRST
-        f = min(4, h, w)
-        for _ in range(self.n_clutter):
-            # a random f x f crop of an object, at a place that touches no object's box (16 tries, else none)
-            src = source[0][rng.integers(0, len(source[0]), n)]
-            sr, sc = rng.integers(0, h - f + 1, n), rng.integers(0, w - f + 1, n)
-            frag = src[rows, sr[:, None, None] + np.arange(f)[:, None], sc[:, None, None] + np.arange(f)]
-            fr, fc = rng.integers(0, H - f + 1, (n, 16)), rng.integers(0, W - f + 1, (n, 16))
-            clear = np.ones((n, 16), bool)
-            for j in range(k):
-                b = boxes[:, j, :, None]
-                clear &= (fr + f <= b[:, 0]) | (fr >= b[:, 0] + b[:, 2]) | (fc + f <= b[:, 1]) | (fc >= b[:, 1] + b[:, 3])
-            ok = clear.any(1)
-            pick = clear.argmax(1)
-            fr, fc = fr[np.arange(n), pick], fc[np.arange(n), pick]
-            at = (rows, fr[:, None, None] + np.arange(f)[:, None], fc[:, None, None] + np.arange(f))
-            canvas[at] = np.where(ok[:, None, None], np.maximum(canvas[at], frag), canvas[at])
+        # crops of objects, at places that touch no object's box (16 tries, else none)
+        paste_clutter(canvas, source[0], boxes, self.n_clutter, min(4, h, w), rng, anywhere=False)
         return canvas, caption, boxes
 
 

@@ -96,33 +96,15 @@ def jacobian(func, inputs, create_graph=False):
 
 def _stack(gs, out_shape, x):
     """Per-output-entry gradients gs (each shaped like x) as one Tensor of shape out_shape + x.shape."""
-    T = type(x)
-    if any(g.requires_grad for g in gs):  # keep their graphs: reshape and cat with Tensor ops
-        flat = [g.reshape((1,) + tuple(x.shape)) for g in gs]
-        cat = flat[0] if len(flat) == 1 else _concat(flat)
-        return cat.reshape(tuple(out_shape) + tuple(x.shape))
+    T, n = type(x), len(gs)
+    if any(g.requires_grad for g in gs):  # keep their graphs: the sum of each one times its one-hot row, in
+        rows = np.eye(n, dtype=x.dtype).reshape((n, n) + (1,) * x.ndim)  # Tensor ops only (autograd has no stack)
+        total = T(rows[0]) * gs[0].reshape((1,) + tuple(x.shape))
+        for i in range(1, n):
+            total = total + T(rows[i]) * gs[i].reshape((1,) + tuple(x.shape))
+        return total.reshape(tuple(out_shape) + tuple(x.shape))
     data = np.stack([g.data for g in gs]) if gs else np.zeros((0,) + tuple(x.shape), x.dtype)
     return T(data.reshape(tuple(out_shape) + tuple(x.shape)))
-
-
-def _concat(ts):
-    """Concatenate along axis 0 with Tensor ops only (getitem-free): a sum of zero-padded pieces."""
-    total = None
-    n = len(ts)
-    for i, t in enumerate(ts):
-        widths = [(i, n - 1 - i)] + [(0, 0)] * (t.ndim - 1)
-        piece = t.pad(widths) if hasattr(t, "pad") else _pad(t, widths)
-        total = piece if total is None else total + piece
-    return total
-
-
-def _pad(t, widths):
-    """t zero-padded by `widths`, as a product with a constant selection matrix on axis 0 (Tensor ops only)."""
-    before, after = widths[0]
-    sel = np.zeros((before + t.shape[0] + after, t.shape[0]), t.dtype)
-    sel[before:before + t.shape[0]] = np.eye(t.shape[0], dtype=t.dtype)
-    flat = t.reshape((t.shape[0], -1))
-    return (type(t)(sel) @ flat).reshape((sel.shape[0],) + tuple(t.shape[1:]))
 
 
 def hessian(func, inputs, create_graph=False):

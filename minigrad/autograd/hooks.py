@@ -141,13 +141,11 @@ def register_hook(t, fn):
     if not t.requires_grad:
         raise RuntimeError("register_hook: cannot register a hook on a tensor that doesn't require gradient")
     if t._backward is None:
-        hooks = _entry(t, _leaves)
-        key = id(t)
+        hooks, key = _entry(t, _leaves), id(t)
         handle = RemovableHandle(hooks, lambda: None if hooks else _leaves.pop(key, None))
-        hooks[handle.id] = fn
-        return handle
-    hooks = _nonleaf_hooks(t)
-    handle = RemovableHandle(hooks)
+    else:
+        hooks = _nonleaf_hooks(t)
+        handle = RemovableHandle(hooks)
     hooks[handle.id] = fn
     return handle
 
@@ -187,9 +185,8 @@ def leaf_hooks_walk(walk, root, grad, retain_graph):
         return walk(root, grad, retain_graph)
     entries = [(h.ref(), h) for h in list(_leaves.values()) if h]
     entries = [(t, h) for t, h in entries if t is not None]
-    saved = []
+    saved = [t.grad for t, _ in entries]
     for t, _ in entries:
-        saved.append(t.grad)
         t.grad = None
     _gathering[0] = True
     try:

@@ -21,13 +21,15 @@ def is_internal(t):
     return ref is not None and ref() is t
 
 
-def outer_graph(tensors):
+def outer_graph(tensors, stop=()):
     """True if a graph under `tensors` (Tensors or anything) reaches a leaf that requires grad which no transform
-    made: a tensor of the caller's, whose graph a result must then keep (else it is cut at the top level)."""
+    made: a tensor of the caller's, whose graph a result must then keep (else it is cut at the top level). The
+    walk stops at `stop` (a transform's stand-ins), which count only as an identity over an outer tensor."""
     for o in tensors:
         if getattr(o, "requires_grad", False):
-            for n in _topo(o):
-                if n._backward is None and n.requires_grad and not is_internal(n):
+            for n in _topo(o, stop):
+                if (n._backward is not None) if n in stop else (
+                        n._backward is None and n.requires_grad and not is_internal(n)):
                     return True
     return False
 
@@ -62,6 +64,16 @@ def argnums_tuple(fname, argnums, nargs):
     if len(set(out)) != len(out):
         raise ValueError(f"{fname}: argnums {argnums!r} names an argument twice")
     return tuple(out), many
+
+
+def split_aux(fname, out, has_aux):
+    """(output, aux) of a function's result: with has_aux it must be that pair; without, (out, None)."""
+    if not has_aux:
+        return out, None
+    if not isinstance(out, (tuple, list)) or len(out) != 2:
+        raise TypeError(f"{fname}: with has_aux=True the function must return a pair (output, aux), got "
+                        f"{type(out).__name__}")
+    return out[0], out[1]
 
 
 def name_of(f):

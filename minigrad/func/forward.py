@@ -192,16 +192,12 @@ def _run(fname, func, args, leaves_at, tangents, kwargs=None):
     """func(*args) with tangents[j] (a Tensor, or None for none) on the leaf leaves_at[j] = (argument, index in its
     flattened tree): (output, output tangents, aux-unsplit output); one new level, pushed and popped here."""
     args = list(args)
-    stands = {}
-    for (i, k), t in zip(leaves_at, tangents):
-        stands.setdefault(i, tree_flatten(args[i]))
-    made = []
-    for i, (leaves, spec) in stands.items():
-        new = [_stand_in(x, fname, f"primal {i}" + (f" (leaf {k})" if len(leaves) > 1 else ""))
-               for k, x in enumerate(leaves)]
-        args[i] = tree_unflatten(new, spec)
-        made.append((i, new))
-    new_of = dict(made)
+    new_of = {}  # argument -> its leaves' stand-ins
+    for i in dict.fromkeys(i for i, _ in leaves_at):
+        leaves, spec = tree_flatten(args[i])
+        new_of[i] = [_stand_in(x, fname, f"primal {i}" + (f" (leaf {k})" if len(leaves) > 1 else ""))
+                     for k, x in enumerate(leaves)]
+        args[i] = tree_unflatten(new_of[i], spec)
     level = Level()
     for (i, k), t in zip(leaves_at, tangents):
         if t is not None:
@@ -259,10 +255,7 @@ def jvp(func, primals, tangents, has_aux=False):
             ts.append(_as_tangent(v, x, fname, f"{i}" + (f" (leaf {k})" if len(pl) > 1 else "")))
     with _state.running():
         out, level = _run(fname, func, primals, at, ts)
-        if has_aux:
-            if not isinstance(out, (tuple, list)) or len(out) != 2:
-                raise TypeError(f"{fname}: with has_aux=True the function must return a pair (output, aux)")
-            out, aux = out
+        out, aux = _state.split_aux(fname, out, has_aux)
         outs, ospec = tree_flatten(out)
         touts = _out_tangents(fname, outs, level)
         if _state.depth == 1 and not _state.outer_graph(outs + touts):  # the top level: plain results

@@ -14,7 +14,6 @@ from functools import wraps
 
 import numpy as np
 
-from ..autograd.backward import _topo
 from ..autograd.grad_mode import enable_grad, is_grad_enabled
 from ..autograd.higher import grad as _autograd_grad
 from ..ops import stack
@@ -71,24 +70,7 @@ def _prepare(fname, args, argnums):
 def _reaches_outside(outs, inputs):
     """True if the outputs' graph reaches a tensor that requires grad other than the stand-ins (an argument or
     a closed-over tensor in a graph of its own): the sweep must then keep its graph (create_graph)."""
-    stop = set(map(_vmap.physical, inputs))
-    for o in map(_vmap.physical, outs):
-        if isinstance(o, Tensor) and o.requires_grad:
-            for n in _topo(o, stop):
-                if n not in stop and n._backward is None and n.requires_grad and not _state.is_internal(n):
-                    return True
-                if n in stop and n._backward is not None:  # an identity stand-in over an outer tensor
-                    return True
-    return False
-
-
-def _split_aux(fname, out, has_aux):
-    if not has_aux:
-        return out, None
-    if not isinstance(out, (tuple, list)) or len(out) != 2:
-        raise TypeError(f"{fname}: with has_aux=True the function must return a pair (output, aux), got "
-                        f"{type(out).__name__}")
-    return out[0], out[1]
+    return _state.outer_graph(map(_vmap.physical, outs), set(map(_vmap.physical, inputs)))
 
 
 def _sweep(outs, seeds, inputs, create_graph):
@@ -129,7 +111,7 @@ def _call(fname, func, args, kwargs, argnums, has_aux):
     args, trees, many = _prepare(fname, args, argnums)
     with enable_grad():
         out = func(*args, **kwargs)
-    return (trees, many) + tuple(_split_aux(fname, out, has_aux))
+    return (trees, many) + tuple(_state.split_aux(fname, out, has_aux))
 
 
 def _grad_and_value(func, argnums, has_aux, fname):
@@ -174,7 +156,7 @@ def vjp(func, *primals, has_aux=False):
         args, trees, _ = _prepare(fname, primals, tuple(range(len(primals))))
         with enable_grad():
             out = func(*args)
-        out, aux = _split_aux(fname, out, has_aux)
+        out, aux = _state.split_aux(fname, out, has_aux)
         outs, ospec = tree_flatten(out)
         for k, o in enumerate(outs):
             if not isinstance(o, Tensor):

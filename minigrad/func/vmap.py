@@ -179,14 +179,7 @@ def _dims_for(fname, in_dims, args):
     if len(in_dims) != len(args):
         raise ValueError(f"{fname}: in_dims has {len(in_dims)} entries but the function got {len(args)} positional "
                          f"argument{'s' if len(args) != 1 else ''}; give one in_dim (an int or None) per argument")
-    dims = []
-    for i, (a, d) in enumerate(zip(args, in_dims)):
-        n = len(tree_flatten(a)[0])
-        if d is None or isinstance(d, int):
-            dims += [d] * n
-            continue
-        dims += _match(fname, i, d, a)
-    return leaves, spec, dims
+    return leaves, spec, [x for i, (a, d) in enumerate(zip(args, in_dims)) for x in _match(fname, i, d, a)]
 
 
 def _match(fname, i, d, a):

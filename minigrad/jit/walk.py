@@ -70,16 +70,8 @@ def record_backward(self, root, grad, retain_graph=False):
             if len(pgrads) != len(parents):
                 raise CompileError(f"compile: op '{node._op}' returned {len(pgrads)} gradients for "
                                    f"{len(parents)} inputs")
-            names = []
-            for pg in pgrads:
-                if pg is None:
-                    names.append("_")
-                elif id(pg) in self.var and pg is not g:  # the same array twice (add's (g, g))
-                    names.append("_")
-                elif pg is g:
-                    names.append("_")
-                else:
-                    names.append(self._fresh(pg))
+            # a new name for each new array; none for None, g itself or an array named already (add's (g, g))
+            names = ["_" if pg is None or pg is g or id(pg) in self.var else self._fresh(pg) for pg in pgrads]
             L.append(f"{', '.join(names)}{',' if len(names) == 1 else ''} = {call}")
         for p, pg in zip(parents, pgrads):
             if not p.requires_grad:
@@ -133,15 +125,11 @@ def record_backward(self, root, grad, retain_graph=False):
 def _leaf(self, leaf, g, gv, fresh):
     """_into_leaf, written down (the replay's own Tensor for an input leaf, the parameter itself otherwise)."""
     name = self.names.get(id(leaf)) or self.obj(leaf, 'P')
-    if id(leaf) in self.cleared and fresh and type(g) is np.ndarray:
-        # its .grad is None here on every replay (a recorded zero_grad made it so): _into_leaf would adopt g
-        self.cleared.discard(id(leaf))
-        _into_leaf(leaf, g, fresh=fresh)
-        self.lines.append(f"{name}.grad = {gv}")
-        return
+    # adopted: its .grad is None here on every replay (a recorded zero_grad made it so), so _into_leaf adopts g
+    adopted = id(leaf) in self.cleared and fresh and type(g) is np.ndarray
     self.cleared.discard(id(leaf))
     _into_leaf(leaf, g, fresh=fresh)
-    self.lines.append(f"{self.obj(_into_leaf)}({name}, {gv}, {fresh})")
+    self.lines.append(f"{name}.grad = {gv}" if adopted else f"{self.obj(_into_leaf)}({name}, {gv}, {fresh})")
 
 
 def _add_scatter(self, grads, gvar, owned, p, s, sv):

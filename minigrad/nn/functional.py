@@ -148,13 +148,15 @@ def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
                          f"(ignore_index is {ignore_index})")
     tv = np.where(valid, tr, 0)  # ignored rows read class 0, then get weight 0
     scale = valid.astype(input.dtype) if w is None else np.where(valid, w[tv], 0).astype(input.dtype)
-    loss = -rows[np.arange(len(tv)), tv] * scale
+    return _by_weight(-rows[np.arange(len(tv)), tv] * scale, scale.sum(), reduction, t.shape)
+
+
+def _by_weight(loss, total, reduction, shape):
+    """Per-row losses reduced as torch's nll_loss: 'mean' divides by the rows' total weight (all ignored: 0, not
+    NaN); 'none' gives them the target's shape."""
     if reduction == "none":
-        return loss.reshape(t.shape)
-    if reduction == "sum":
-        return loss.sum()
-    total = scale.sum()
-    return loss.sum() / (total if total else 1.0)  # all ignored: 0, not NaN
+        return loss.reshape(shape)
+    return loss.sum() if reduction == "sum" else loss.sum() / (total if total else 1.0)
 
 
 def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0):
@@ -179,14 +181,8 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
     rows, tr, C = _rows(logp, "cross_entropy", t)
     w = _weight_vector(weight, C, "cross_entropy")
     valid = tr != ignore_index
-    smooth = -(rows * w).sum(axis=1) * valid.astype(input.dtype)
-    if reduction == "none":
-        smooth = smooth.reshape(t.shape)
-    elif reduction == "sum":
-        smooth = smooth.sum()
-    else:
-        total = w[np.where(valid, tr, 0)][valid].sum()
-        smooth = smooth.sum() / (total if total else 1.0)
+    smooth = _by_weight(-(rows * w).sum(axis=1) * valid.astype(input.dtype), w[np.where(valid, tr, 0)][valid].sum(),
+                        reduction, t.shape)
     return (1 - label_smoothing) * nll + (label_smoothing / C) * smooth
 
 

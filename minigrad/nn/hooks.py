@@ -102,12 +102,10 @@ def _wrap_inputs(module, args, hooks, state):
     shapes = [t.data.shape for t in tensors]
 
     def grad_input_of(grads):
-        gi = [None] * len(args)
-        for i, a in enumerate(args):
-            if isinstance(a, Tensor):
-                gi[i] = np.zeros_like(a.data)
+        gi = [np.zeros_like(a.data) if isinstance(a, Tensor) else None for a in args]  # zeros for a Tensor
         for i, g in zip(idx, grads):
-            gi[i] = np.zeros_like(args[i].data) if g is None else g
+            if g is not None:
+                gi[i] = g
         return tuple(gi)
 
     if len(tensors) == 1:

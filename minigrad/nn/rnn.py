@@ -106,8 +106,9 @@ class _RNNBase(Module):
         return ps + ([getattr(self, f"{b}_l{layer}{sfx}") for b in ("bias_ih", "bias_hh")] if self.bias
                      else [None, None])
 
-    def _prepare(self, input, states):
-        """-> (time-major x (T, B, I), unbatched?, states each (L*D, B, H) or None)."""
+    def _prepare(self, input, states, lengths):
+        """-> (time-major x (T, B, I), unbatched?, states each (L*D, B, H) or None); lengths checked here too, so
+        the message names the module."""
         name = type(self).__name__
         if not isinstance(input, Tensor):
             input = as_tensor(input)
@@ -135,6 +136,8 @@ class _RNNBase(Module):
             if s.dtype != dtype:
                 raise TypeError(f"{name}: {label} dtype {s.dtype} must match the parameters' dtype {dtype}")
             out.append(s.unsqueeze(1) if unbatched else s)
+        if lengths is not None:
+            _lengths_mask(lengths, x.shape[0], x.shape[1], name)
         return x, unbatched, out
 
     def _run(self, x, states, lengths, step):
@@ -159,10 +162,6 @@ class _RNNBase(Module):
             return y.squeeze(1)
         return y.swapaxes(0, 1) if self.batch_first else y
 
-    def _check_lengths(self, lengths, x):
-        if lengths is not None:  # checked here too, so the message names the module
-            _lengths_mask(lengths, x.shape[0], x.shape[1], type(self).__name__)
-
     def extra_repr(self):
         s = f"{self.input_size}, {self.hidden_size}"
         if self.num_layers != 1:
@@ -184,8 +183,7 @@ class GRU(_RNNBase):
 
     def forward(self, input, hx=None, lengths=None):
         """-> (output, h_n); hx (num_layers * D, B, H) or None (zeros); lengths (B,) or None."""
-        x, unbatched, (hx,) = self._prepare(input, [("hx", hx)])
-        self._check_lengths(lengths, x)
+        x, unbatched, (hx,) = self._prepare(input, [("hx", hx)], lengths)
 
         def step(x, states, params, lengths, reverse):
             return gru_sequence(x, states[0], *params, lengths=lengths, reverse=reverse)
@@ -208,8 +206,7 @@ class LSTM(_RNNBase):
         if hx is not None and (not isinstance(hx, (tuple, list)) or len(hx) != 2):
             raise TypeError(f"LSTM: hx must be a pair (h_0, c_0), got {type(hx).__name__}")
         h0, c0 = (None, None) if hx is None else hx
-        x, unbatched, states = self._prepare(input, [("h_0", h0), ("c_0", c0)])
-        self._check_lengths(lengths, x)
+        x, unbatched, states = self._prepare(input, [("h_0", h0), ("c_0", c0)], lengths)
 
         def step(x, states, params, lengths, reverse):
             return lstm_sequence(x, states, *params, lengths=lengths, reverse=reverse)

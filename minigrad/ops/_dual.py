@@ -9,7 +9,7 @@ import numpy as np
 
 from ..autograd.backward import saves
 from ..fast import blas
-from ..tensor import Tensor
+from ..tensor import Tensor, data_of
 from ._args import class_rows
 
 
@@ -41,10 +41,8 @@ def zero_vjp_with(c, g, out, *xs, need=None):
     return [zeros_like(g) for _ in xs]
 
 
-def value(x):
-    """The array of x, a Tensor's without its graph: a constant (a mask, a sign, a share), whose slope is not
-    followed."""
-    return x.data if isinstance(x, Tensor) else x
+value = data_of  # the array of x, a Tensor's without its graph: a constant (a mask, a sign, a share), whose
+#                  slope is not followed
 
 
 def where(c, a, b):
@@ -62,38 +60,26 @@ def expand(x, shape):
     return x.expand(shape) if isinstance(x, Tensor) else np.broadcast_to(x, shape)
 
 
-def permute(x, axes):
-    """x.transpose(axes): ndarray's full permutation (a Tensor's transpose of two dims would swap them)."""
-    return x.permute(axes) if isinstance(x, Tensor) else x.transpose(axes)
-
-
-def flip(x, axes):
-    """np.flip, or the flip op."""
-    return x.flip(axes) if isinstance(x, Tensor) else np.flip(x, axes)
-
-
 def zeros_like(g):
     """A zero gradient: zeros, or g * 0 on a Tensor (still a node that depends on g, as torch's)."""
     return g * 0.0 if isinstance(g, Tensor) else np.zeros_like(g)
 
 
-def _ufunc(name):
-    """np.<name>, or the <name> op (the Tensor method) for a Tensor."""
-    f = getattr(np, name)
-
-    def fn(x):
-        return getattr(x, name)() if isinstance(x, Tensor) else f(x)
+def _either(name, f, doc=None):
+    """f(x, *args) for an array x, x.<name>(*args) (the op, a Tensor method) for a Tensor."""
+    def fn(x, *args):
+        return getattr(x, name)(*args) if isinstance(x, Tensor) else f(x, *args)
     fn.__name__ = fn.__qualname__ = name
-    fn.__doc__ = f"np.{name}, or the {name} op."
+    fn.__doc__ = doc or f"np.{name}, or the {name} op."
     return fn
 
 
-exp, log, log1p, sin, cos, tanh = (_ufunc(n) for n in ("exp", "log", "log1p", "sin", "cos", "tanh"))
-
-
-def maximum(x, y):
-    """np.maximum, or the maximum op if x is a Tensor (ties share the gradient, as torch)."""
-    return x.maximum(y) if isinstance(x, Tensor) else np.maximum(x, y)
+exp, log, log1p, sin, cos, tanh = (_either(n, getattr(np, n)) for n in ("exp", "log", "log1p", "sin", "cos", "tanh"))
+flip = _either("flip", np.flip)
+maximum = _either("maximum", np.maximum, "np.maximum, or the maximum op if x is a Tensor (ties share the gradient, "
+                  "as torch).")
+permute = _either("permute", np.transpose, "np.transpose(x, axes), ndarray's full permutation, or the permute op "
+                  "(a Tensor's transpose of two dims would swap them).")
 
 
 def sign(x):

@@ -32,10 +32,18 @@ def _exp_vjp(g, out, x, owned=False):  # d e^x = e^x; in g's own buffer when the
     return (np.multiply(g, out, out=g) if owned and g.dtype == out.dtype else g * out,)
 
 
-def exp(a):
-    """Elementwise e^x; backward: g * e^x."""
-    a = as_tensor(a)
-    return make_node(np.exp(floating(a.data)), (a,), None, "exp", vjp=_exp_vjp)
+def _unary(op, forward, vjp, doc, floats=True):
+    """The elementwise op `op` of one Tensor: forward(x) on its array (made floating first, unless floats=False),
+    `vjp` its gradient rule (written above it). (A ufunc as forward: no Python frame more per call.)"""
+    def fn(a):
+        a = as_tensor(a)
+        return make_node(forward(floating(a.data) if floats else a.data), (a,), None, op, vjp=vjp)
+    fn.__name__ = fn.__qualname__ = op
+    fn.__doc__ = doc
+    return fn
+
+
+exp = _unary("exp", np.exp, _exp_vjp, "Elementwise e^x; backward: g * e^x.")
 
 
 def _log_forward(x):
@@ -51,10 +59,8 @@ def _log_vjp(g, out, x):  # d log x = 1 / x
     return (g / x,)
 
 
-def log(a):
-    """Elementwise natural log (log 0 = -inf; a negative entry is an error); backward: g / x."""
-    a = as_tensor(a)
-    return make_node(_log_forward(a.data), (a,), None, "log", vjp=_log_vjp)
+log = _unary("log", _log_forward, _log_vjp,
+             "Elementwise natural log (log 0 = -inf; a negative entry is an error); backward: g / x.", False)
 
 
 @saves("out", jvp=lambda t, out, x: t[0] * 0.5 / out)  # tangent: dx / (2 sqrt x)
@@ -62,13 +68,14 @@ def _sqrt_vjp(g, out, x):  # d sqrt x = 1 / (2 sqrt x)
     return (g * 0.5 / out,)
 
 
-def sqrt(a):
-    """Elementwise square root (a negative entry is an error); backward: g / (2 sqrt x)."""
-    a = as_tensor(a)
-    x = floating(a.data)
+def _sqrt_forward(x):
     if x.size and x.min() < 0:
         raise ValueError(f"sqrt: input has negative entries (min {x.min()}), whose sqrt is NaN")
-    return make_node(np.sqrt(x), (a,), None, "sqrt", vjp=_sqrt_vjp)
+    return np.sqrt(x)
+
+
+sqrt = _unary("sqrt", _sqrt_forward, _sqrt_vjp, "Elementwise square root (a negative entry is an error); backward: "
+              "g / (2 sqrt x).")
 
 
 @saves("inputs", jvp=lambda t, out, x: t[0] * _dual.sign(x))  # tangent: sign(x) dx
@@ -76,10 +83,7 @@ def _abs_vjp(g, out, x):  # d |x| = sign(x), subgradient 0 at 0
     return (g * _dual.sign(x),)
 
 
-def abs(a):
-    """Elementwise |x|; backward: g * sign(x) (subgradient 0 at 0)."""
-    a = as_tensor(a)
-    return make_node(np.abs(a.data), (a,), None, "abs", vjp=_abs_vjp)
+abs = _unary("abs", np.abs, _abs_vjp, "Elementwise |x|; backward: g * sign(x) (subgradient 0 at 0).", False)
 
 
 @saves("out", in_place=True, forward=lambda x: np.tanh(floating(x)), jvp=lambda t, out, x: t[0] * (1 - out * out))
@@ -94,10 +98,7 @@ def square(a):
     return a * a
 
 
-def tanh(a):
-    """Elementwise tanh; backward: g * (1 - tanh^2)."""
-    a = as_tensor(a)
-    return make_node(np.tanh(floating(a.data)), (a,), None, "tanh", vjp=_tanh_vjp)
+tanh = _unary("tanh", np.tanh, _tanh_vjp, "Elementwise tanh; backward: g * (1 - tanh^2).")
 
 
 def _sigmoid(x):
@@ -118,10 +119,8 @@ def _sigmoid_vjp(g, out, x, owned=False):  # d sigmoid = s (1 - s); in g's own b
     return (np.multiply(g, d, out=g) if owned and g.dtype == d.dtype else g * d,)
 
 
-def sigmoid(a):
-    """Elementwise logistic 1 / (1 + e^-x), computed stably; backward: g * s (1 - s)."""
-    a = as_tensor(a)
-    return make_node(_sigmoid(floating(a.data)), (a,), None, "sigmoid", vjp=_sigmoid_vjp)
+sigmoid = _unary("sigmoid", _sigmoid, _sigmoid_vjp,
+                 "Elementwise logistic 1 / (1 + e^-x), computed stably; backward: g * s (1 - s).")
 
 
 @saves("inputs", in_place=True, forward=lambda zero, x: np.maximum(x, zero), jvp=lambda z, t, out, x: t[0] * (x > z))
@@ -142,12 +141,12 @@ def _softplus_vjp(g, out, x):  # d softplus = sigmoid
     return (g * (x.sigmoid() if isinstance(x, Tensor) else _sigmoid(x)),)
 
 
-def softplus(a):
-    """log(1 + e^x), computed stably; its slope is sigmoid(x) everywhere (1/2 at 0)."""
-    a = as_tensor(a)
-    x = floating(a.data)
-    out = np.logaddexp(0, x).astype(x.dtype, copy=False)
-    return make_node(out, (a,), None, "softplus", vjp=_softplus_vjp)
+def _softplus(x):
+    return np.logaddexp(0, x).astype(x.dtype, copy=False)
+
+
+softplus = _unary("softplus", _softplus, _softplus_vjp,
+                  "log(1 + e^x), computed stably; its slope is sigmoid(x) everywhere (1/2 at 0).")
 
 
 _SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
@@ -347,10 +346,7 @@ def _sin_vjp(g, out, x):  # d sin = cos
     return (g * _dual.cos(x),)
 
 
-def sin(a):
-    """Sine, elementwise."""
-    a = as_tensor(a)
-    return make_node(np.sin(floating(a.data)), (a,), None, "sin", vjp=_sin_vjp)
+sin = _unary("sin", np.sin, _sin_vjp, "Sine, elementwise.")
 
 
 @saves("inputs", jvp=lambda t, out, x: -t[0] * _dual.sin(x))  # tangent: -sin dx
@@ -358,21 +354,14 @@ def _cos_vjp(g, out, x):  # d cos = -sin
     return (-g * _dual.sin(x),)
 
 
-def cos(a):
-    """Cosine, elementwise."""
-    a = as_tensor(a)
-    return make_node(np.cos(floating(a.data)), (a,), None, "cos", vjp=_cos_vjp)
+cos = _unary("cos", np.cos, _cos_vjp, "Cosine, elementwise.")
 
 
-def log1p(a):
-    """log(1 + x), accurate for small x."""
-    a = as_tensor(a)
-    x = floating(a.data)
+def _log1p_forward(x):
     if x.size and x.min() < -1:
         raise ValueError(f"log1p: input has entries below -1 (min {x.min()}), whose log1p is NaN")
     with np.errstate(divide="ignore"):
-        out = np.log1p(x)
-    return make_node(out, (a,), None, "log1p", vjp=_log1p_vjp)
+        return np.log1p(x)
 
 
 @saves("inputs", jvp=lambda t, out, x: t[0] / (1 + x))  # tangent: dx / (1 + x)
@@ -380,10 +369,7 @@ def _log1p_vjp(g, out, x):  # d log(1 + x) = 1 / (1 + x)
     return (g / (1 + x),)
 
 
-def expm1(a):
-    """e^x - 1, accurate for small x."""
-    a = as_tensor(a)
-    return make_node(np.expm1(floating(a.data)), (a,), None, "expm1", vjp=_expm1_vjp)
+log1p = _unary("log1p", _log1p_forward, _log1p_vjp, "log(1 + x), accurate for small x.")
 
 
 @saves("out", jvp=lambda t, out, x: t[0] * (out + 1))  # tangent: e^x dx
@@ -391,13 +377,11 @@ def _expm1_vjp(g, out, x):  # d (e^x - 1) = e^x
     return (g * (out + 1),)
 
 
+expm1 = _unary("expm1", np.expm1, _expm1_vjp, "e^x - 1, accurate for small x.")
+
+
 def _zero_grad_op(f, op):
-    def fn(a):
-        a = as_tensor(a)
-        return make_node(f(a.data), (a,), None, op, vjp=_dual.zero_vjp)
-    fn.__name__ = fn.__qualname__ = op
-    fn.__doc__ = f"{op} elementwise; its gradient is zero everywhere (as torch.{op})."
-    return fn
+    return _unary(op, f, _dual.zero_vjp, f"{op} elementwise; its gradient is zero everywhere (as torch.{op}).", False)
 
 
 sign = _zero_grad_op(np.sign, "sign")
@@ -444,7 +428,5 @@ def minimum(a, b):
     return _extremum("minimum", np.minimum, a, b)
 
 
-def clone(a):
-    """A copy that stays in the graph, as torch's clone (x.detach().clone() for one that does not)."""
-    a = as_tensor(a)
-    return make_node(a.data.copy(), (a,), None, "clone", vjp=_dual.identity_vjp)  # the identity: g passes through
+clone = _unary("clone", np.ndarray.copy, _dual.identity_vjp,  # the identity: g passes through
+               "A copy that stays in the graph, as torch's clone (x.detach().clone() for one that does not).", False)

@@ -80,12 +80,9 @@ def mean(a, axis=None, keepdims=False, dim=None):
     """Mean over axis (or dim; all axes if none), as torch.mean; backward: g / n to every entry."""
     a = as_tensor(a)
     axes = _norm_axes(_reduce_axis(axis, dim), a.shape, "mean")
-    shape = a.shape
-    n = 1
-    for i in axes:
-        n *= shape[i]
+    n = math.prod(a.shape[i] for i in axes)
     if n == 0:
-        raise ValueError(f"mean: cannot average over an empty axis of shape {shape}")
+        raise ValueError(f"mean: cannot average over an empty axis of shape {a.shape}")
     return make_node(floating(a.data).mean(axis=axes, keepdims=keepdims), (a,), None, "mean",
                      vjp=partial(_mean_vjp, axes, keepdims, n))
 
@@ -112,9 +109,7 @@ def _spread(op, a, axis, dim, correction):
     """What var and std share: the axes, the float data x, its deviations x - mean, and n - correction."""
     axes = _norm_axes(_reduce_axis(axis, dim), a.shape, op)
     x = floating(a.data)
-    n = 1
-    for i in axes:
-        n *= x.shape[i]
+    n = math.prod(x.shape[i] for i in axes)
     if n - correction <= 0:
         raise ValueError(f"{op}: {n} elements with correction {correction} leave no degrees of freedom")
     return axes, x, x - x.mean(axis=axes, keepdims=True), n - correction

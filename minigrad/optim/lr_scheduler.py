@@ -41,7 +41,7 @@ class LRScheduler:
     def _lr(self, base_lr, step):
         raise TypeError(f"{type(self).__name__} must define _lr")
 
-    _chainable = False  # True: _chain(lr, base_lr, step) is torch's step-to-step rule
+    _chain = None  # a chainable schedule's _chain(lr, base_lr, step): torch's step-to-step rule
 
     def step(self):
         """Advance one step and set every group's lr (composing with a change made by someone else, if
@@ -49,7 +49,7 @@ class LRScheduler:
         self.last_epoch += 1
         step, initial = self.last_epoch, not hasattr(self, "_last_lr")
         for k, (g, base) in enumerate(zip(self.optimizer.param_groups, self.base_lrs)):
-            if self._chainable:
+            if self._chain is not None:
                 prev = base if step == 0 else self._lr_for(k, base, step - 1)
                 if g["lr"] != prev:  # moved by another schedule or by hand: torch's rule on the current lr
                     g["lr"] = g["lr"] if initial else self._chain(g["lr"], base, step)
@@ -89,8 +89,6 @@ class StepLR(LRScheduler):
         self.step_size, self.gamma = step_size, gamma
         super().__init__(optimizer, last_epoch)
 
-    _chainable = True
-
     def _lr(self, base_lr, step):
         return base_lr * self.gamma ** (step // self.step_size)
 
@@ -105,8 +103,6 @@ class ExponentialLR(LRScheduler):
         self.gamma = gamma
         super().__init__(optimizer, last_epoch)
 
-    _chainable = True
-
     def _lr(self, base_lr, step):
         return base_lr * self.gamma ** step
 
@@ -120,8 +116,6 @@ class CosineAnnealingLR(LRScheduler):
     def __init__(self, optimizer, T_max, eta_min=0.0, last_epoch=-1):
         self.T_max, self.eta_min = T_max, eta_min
         super().__init__(optimizer, last_epoch)
-
-    _chainable = True
 
     def _lr(self, base_lr, step):
         return self.eta_min + (base_lr - self.eta_min) * (1 + math.cos(math.pi * step / self.T_max)) / 2

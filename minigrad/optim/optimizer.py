@@ -212,11 +212,7 @@ def _array(v):
 def _number(v):
     """0-d arrays (e.g. torch's step tensors, or what load() returns) as Python numbers."""
     v = _array(v)
-    if isinstance(v, np.ndarray) and v.ndim == 0:
-        return v.item()
-    if isinstance(v, np.generic):
-        return v.item()
-    return v
+    return v.item() if isinstance(v, np.generic) or (isinstance(v, np.ndarray) and v.ndim == 0) else v
 
 
 def grad_array(g):

@@ -90,34 +90,19 @@ def _gradcheck(fn, inputs, checked, rng, eps, atol, rtol, max_full, projections)
             raise GradcheckError(f"gradcheck: input {i} has shape {x.shape} but its gradient has shape {a.shape}")
         if not np.all(np.isfinite(a)):
             raise GradcheckError(f"gradcheck: input {i} has a non-finite analytic gradient: {a}")
-        if x.size <= max_full:
-            for idx in np.ndindex(x.shape):
-                old = x[idx]
-                x[idx] = old + eps
-                fp = f()
-                x[idx] = old - eps
-                fm = f()
-                x[idx] = old
-                num = (fp - fm) / (2 * eps)
-                _check_numeric(num, f"input {i}, index {idx}", float(a[idx]))
-                err = abs(a[idx] - num) - (atol + rtol * abs(num))
-                if err > worst[0]:
-                    worst = (err, f"input {i}, index {idx}: analytic {float(a[idx])!r} vs numeric {num!r}")
-        else:
-            for k in range(projections):
-                v = rng.standard_normal(x.shape)
-                old = x.copy()
-                x += eps * v
-                fp = f()
-                x[...] = old - eps * v
-                fm = f()
-                x[...] = old
-                num = (fp - fm) / (2 * eps)
-                ana = float(np.sum(a * v))
-                _check_numeric(num, f"input {i}, random direction {k}", ana)
-                err = abs(ana - num) - (atol * np.sqrt(x.size) + rtol * abs(num))
-                if err > worst[0]:
-                    worst = (err, f"input {i}, random direction {k}: analytic {ana!r} vs numeric {num!r}")
+        for where, v, scale in _directions(x, rng, max_full, projections):
+            old = x.copy()
+            x += eps * v
+            fp = f()
+            x[...] = old - eps * v
+            fm = f()
+            x[...] = old
+            num = (fp - fm) / (2 * eps)
+            ana = float(np.sum(a * v))  # (an entry of a, for a basis direction)
+            _check_numeric(num, f"input {i}, {where}", ana)
+            err = abs(ana - num) - (atol * scale + rtol * abs(num))
+            if err > worst[0]:
+                worst = (err, f"input {i}, {where}: analytic {ana!r} vs numeric {num!r}")
     if worst[1] is not None:
         raise GradcheckError(f"gradcheck failed (atol={atol}, rtol={rtol}); worst entry: {worst[1]}")
     return True
@@ -131,15 +116,7 @@ def _check_forward(fn, inputs, checked, rng, eps, atol, rtol, max_full, projecti
 
         def along(xi):
             return tuple(_outputs(fn, inputs[:i] + (xi,) + inputs[i + 1:]))
-        if x.size <= max_full:
-            directions = []
-            for idx in np.ndindex(x.shape):
-                v = np.zeros(x.shape)
-                v[idx] = 1.0
-                directions.append((f"index {idx}", v))
-        else:
-            directions = [(f"random direction {k}", rng.standard_normal(x.shape)) for k in range(projections)]
-        for where, v in directions:
+        for where, v, _ in _directions(x, rng, max_full, projections):
             with enable_grad():
                 _, tangents = jvp(along, (inputs[i],), (Tensor(v),))
             old = x.copy()
@@ -160,6 +137,19 @@ def _check_forward(fn, inputs, checked, rng, eps, atol, rtol, max_full, projecti
     if worst[1] is not None:
         raise GradcheckError(f"gradcheck (check_forward_ad) failed (atol={atol}, rtol={rtol}); worst entry: {worst[1]}")
     return True
+
+
+def _directions(x, rng, max_full, projections):
+    """(label, direction, atol's factor) to check x along: each entry alone (a basis vector), or past max_full
+    entries `projections` random directions (their error grows with sqrt(size))."""
+    if x.size <= max_full:
+        for idx in np.ndindex(x.shape):
+            v = np.zeros(x.shape)
+            v[idx] = 1.0
+            yield f"index {idx}", v, 1.0
+    else:
+        for k in range(projections):
+            yield f"random direction {k}", rng.standard_normal(x.shape), np.sqrt(x.size)
 
 
 def _check_numeric(num, where, analytic):
