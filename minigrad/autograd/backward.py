@@ -292,7 +292,7 @@ def run_backward(root, grad, retain_graph=False):
                         else:
                             _into_leaf(p, pg, fresh)
                         continue
-                    prev = grads.pop(p, None)
+                    prev = grads.pop(p, None) if grads else None  # (a chain stores none: a test, not a call)
                     if prev is not None:  # the reference walk's sum
                         if type(prev) is ndarray and p in owned:
                             prev += pg  # safe: the engine made prev and handed it to no one yet
@@ -328,7 +328,8 @@ def run_backward(root, grad, retain_graph=False):
             g_owned = node in owned
         else:
             return
-        owned.discard(node)  # the walk keeps no node it has passed alive
+        if owned:  # (empty in a chain: the test costs less than the call)
+            owned.discard(node)  # the walk keeps no node it has passed alive
 
 
 def _park(grads, owned, ready, node, g, g_owned):
