@@ -17,7 +17,7 @@ from .. import dtypes as _dtypes
 from ..autograd.backward import saves
 from ..dtypes import floating, promote, wrap_int
 from ..tensor import Tensor, make_node
-from ._args import _F64, _binary, _scalar, _shapes_broadcast, _with_scalar, as_tensor
+from ._args import _F64, _binary, _scalar, _shapes_broadcast, _with_scalar, as_tensor, make_node2
 from ._dual import diagonal_jvp, log, tangent_sum, value, where, zero_vjp, zeros_like
 
 # the ops of this file: minigrad.ops (and minigrad) export __all__; Tensor gets METHODS as methods
@@ -38,7 +38,7 @@ def add(a, b):
         ad, bd = a.data, b.data
         if ad.dtype is bd.dtype:  # the common case, inlined
             try:
-                return make_node(ad + bd, (a, b), None, "add", vjp=_add_vjp)
+                return make_node2(ad + bd, a, b, _add_vjp, "add")
             except ValueError:
                 _shapes_broadcast("add", a, b)
                 raise
@@ -151,7 +151,7 @@ def mul(a, b):
             except ValueError:
                 _shapes_broadcast("mul", a, b)
                 raise
-            return make_node(out, (a, b), None, "mul", vjp=_mul_vjp)
+            return make_node2(out, a, b, _mul_vjp, "mul")
     s = _scalar(b)
     if s is not None:
         try:
