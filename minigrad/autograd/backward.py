@@ -263,8 +263,8 @@ def run_backward(root, grad, retain_graph=False):
             if len(pgrads) != k:  # one gradient per parent (B1); (zip(strict=True) costs ~0.1 us)
                 raise _count_error(node._op, pgrads, parents)
         nxt, i = None, 0
-        while i < k:  # edge i: (p, pg), by index (a zip object and its two iterators cost more, ~4% of a chain)
-            p, pg = parents[i], pgrads[i]
+        for p in parents:  # edge i: (p, pg); pg by index (a zip and its two iterators cost more, ~4% of a chain)
+            pg = pgrads[i]
             i += 1
             n = count(p)  # None: a leaf, or a node that needs no gradient (neither joins the walk)
             if pg is not None and (n is not None or p.requires_grad):
