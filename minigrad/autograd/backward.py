@@ -275,45 +275,44 @@ def run_backward(root, grad, retain_graph=False):
                     if n is None:
                         _into_leaf(p, pg, fresh=False)
                         continue
-                    _add_scatter(grads, owned, p, pg)
-                    pg = None  # added into grads: on to the count
+                    _add_scatter(grads, owned, p, pg)  # into p's summed gradient, which the engine owns
+                    pg, fresh = grads.pop(p), True  # (and on as p's gradient: prev is None now)
                 else:
                     pg, fresh = _unbroadcast(pg, pd.shape, node._op), True
-                if pg is not None:
-                    if pg.dtype is not pd.dtype and pg.dtype != pd.dtype:
-                        pg, fresh = pg.astype(pd.dtype), True
-                    if n is None:  # a leaf: straight into its .grad (nothing downstream needs it)
-                        lg = p.grad  # _into_leaf's two usual cases, inlined (a call per leaf edge costs ~5%):
-                        if type(lg) is ndarray:
-                            lg += pg  # add into the array the engine made
-                        elif lg is None and type(pg) is ndarray and (
-                                fresh or fresh is None and _fresh(pg, g, g_owned, k)):
-                            p.grad = pg  # adopt a fresh one
-                        else:
-                            _into_leaf(p, pg, fresh)
-                        continue
-                    prev = grads.pop(p, None) if grads else None  # (a chain stores none: a test, not a call)
-                    if prev is not None:  # the reference walk's sum
-                        if type(prev) is ndarray and p in owned:
-                            prev += pg  # safe: the engine made prev and handed it to no one yet
-                            pg = prev
-                        else:
-                            pg = prev + pg  # in a new buffer, which the engine owns
-                        fresh = True
-                    elif fresh is None:  # _fresh, inlined (an interior edge is the hot case, and a call costs ~0.1 us)
-                        fresh = (pg is not g and pg.base is None) or (g_owned and k == 1 and (
-                            pg is g or pg.base is (g if g.base is None else g.base)) and pg.flags.writeable)
-                    if n > 1:  # more gradients to come
-                        grads[p] = pg
-                        if fresh:
-                            owned.add(p)
-                        pending[p] = n - 1
-                    else:  # p's last gradient: p is ready (the lines below, with its gradient in hand)
-                        del pending[p]
-                        if nxt is not None:
-                            _park(grads, owned, ready, nxt, nxt_g, nxt_owned)
-                        nxt, nxt_g, nxt_owned = p, pg, fresh
+                if pg.dtype is not pd.dtype and pg.dtype != pd.dtype:
+                    pg, fresh = pg.astype(pd.dtype), True
+                if n is None:  # a leaf: straight into its .grad (nothing downstream needs it)
+                    lg = p.grad  # _into_leaf's two usual cases, inlined (a call per leaf edge costs ~5%):
+                    if type(lg) is ndarray:
+                        lg += pg  # add into the array the engine made
+                    elif lg is None and type(pg) is ndarray and (
+                            fresh or fresh is None and _fresh(pg, g, g_owned, k)):
+                        p.grad = pg  # adopt a fresh one
+                    else:
+                        _into_leaf(p, pg, fresh)
                     continue
+                prev = grads.pop(p, None) if grads else None  # (a chain stores none: a test, not a call)
+                if prev is not None:  # the reference walk's sum
+                    if type(prev) is ndarray and p in owned:
+                        prev += pg  # safe: the engine made prev and handed it to no one yet
+                        pg = prev
+                    else:
+                        pg = prev + pg  # in a new buffer, which the engine owns
+                    fresh = True
+                elif fresh is None:  # _fresh, inlined (an interior edge is the hot case, and a call costs ~0.1 us)
+                    fresh = (pg is not g and pg.base is None) or (g_owned and k == 1 and (
+                        pg is g or pg.base is (g if g.base is None else g.base)) and pg.flags.writeable)
+                if n > 1:  # more gradients to come
+                    grads[p] = pg
+                    if fresh:
+                        owned.add(p)
+                    pending[p] = n - 1
+                else:  # p's last gradient: p is ready (the lines below, with its gradient in hand)
+                    del pending[p]
+                    if nxt is not None:
+                        _park(grads, owned, ready, nxt, nxt_g, nxt_owned)
+                    nxt, nxt_g, nxt_owned = p, pg, fresh
+                continue
             if n is None:
                 continue
             if n > 1:  # an interior node counts this edge as done, gradient or None
