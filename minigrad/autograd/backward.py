@@ -242,8 +242,6 @@ def run_backward(root, grad, retain_graph=False):
         if g is None:
             pgrads = (None,) * k
         else:
-            # only big buffers are worth it (and a tiny one costs no page faults); a NumPy scalar has size 1
-            g_owned = g_owned and g.size >= _IN_PLACE_MIN_SIZE
             # the rule, on arrays (one and two inputs spelled out: they are most nodes, and the list costs)
             if k == 2:
                 a, b = parents
@@ -252,6 +250,8 @@ def run_backward(root, grad, retain_graph=False):
                 else:  # `need`: which inputs want a gradient (a rule may skip the others)
                     pgrads = rule(g, node.data, a.data, b.data, need=(a.requires_grad, b.requires_grad))
             elif k == 1:
+                # only big buffers are worth it (and a tiny one costs no page faults); a NumPy scalar has size 1
+                g_owned = g_owned and g.size >= _IN_PLACE_MIN_SIZE  # (g_owned counts for one parent alone)
                 if g_owned and _in_place(rule):  # g is this node's own buffer: the rule may work in it
                     pgrads = rule(g, node.data, parents[0].data, owned=True)
                 else:
