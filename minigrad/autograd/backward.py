@@ -212,20 +212,28 @@ def run_backward(root, grad, retain_graph=False):
         return
     # 1. count, for each interior node below the root, how many edges come into it from nodes that need its
     # gradient (the reference walk's topological sort, replaced by counts: the walk below is then an order)
-    pending = {}
-    stack = [root]
+    pending, stack = {}, []
     clock = _versions._clock  # nothing changes in place during the walk
-    while stack:
-        node = stack.pop()
+    node = root
+    while True:
         if node._clock != clock:  # something changed in place since this node was recorded: check
             _check_versions(node)
-        for p in node._parents:
+        nxt = None  # the last new input found is visited next, the others wait on the stack (the order of a
+        for p in node._parents:  # stack of them all, without a push and pop per node)
             if p._backward is not None and p.requires_grad:
                 if p in pending:
                     pending[p] += 1
                 else:
                     pending[p] = 1
-                    stack.append(p)
+                    if nxt is not None:
+                        stack.append(nxt)
+                    nxt = p
+        if nxt is not None:
+            node = nxt
+        elif stack:
+            node = stack.pop()
+        else:
+            break
     # 2. Kahn's walk: a node runs once all its children have handed it their gradient. `grads` holds the
     # gradients summed so far, `ready` the nodes whose count reached 0 (a stack); the node that became ready
     # last is run next without going through either (`nxt`: the same order, one dict and list trip fewer).
