@@ -1,5 +1,6 @@
-"""make_node2 (ops/_args.py), the spelled-out node builder of add, mul and matmul, builds the node make_node builds,
-and hands every case it does not spell out (a tracer, no_grad, no input needing a gradient) to make_node."""
+"""make_node2 (ops/_args.py), make_node's common case spelled out (matmul's; add and mul write its lines out), builds
+the node make_node builds, and hands every case it does not spell out (a tracer, no_grad, no input needing a
+gradient) to make_node."""
 import numpy as np
 import pytest
 
@@ -36,6 +37,21 @@ def test_make_node2_builds_make_nodes_node(flags, shape):
         n2 = make_node2(data, a, b, _rule, "add")
         assert not n2.requires_grad and n2._parents == () and n2._backward is None
         _same_node(n2, make_node(data, (a, b), None, "add", vjp=_rule))
+
+
+@pytest.mark.parametrize("flags", [(True, True), (True, False), (False, True), (False, False)])
+@pytest.mark.parametrize("shape", [(3,), ()])
+@pytest.mark.parametrize("op, np_op, rule_of", [("add", np.add, "_add_vjp"), ("mul", np.multiply, "_mul_vjp")])
+def test_add_and_mul_build_make_nodes_node(op, np_op, rule_of, flags, shape):
+    from minigrad.ops import arithmetic
+    rng = np.random.default_rng(1)
+    for dtype in (np.float32, np.float64):
+        a = mg.tensor(rng.standard_normal(shape).astype(dtype), requires_grad=flags[0])
+        b = mg.tensor(rng.standard_normal(shape).astype(dtype), requires_grad=flags[1])
+        rule = getattr(arithmetic, rule_of)
+        _same_node(getattr(mg, op)(a, b), make_node(np_op(a.data, b.data), (a, b), None, op, vjp=rule))
+        with mg.no_grad():
+            _same_node(getattr(mg, op)(a, b), make_node(np_op(a.data, b.data), (a, b), None, op, vjp=rule))
 
 
 def test_ops_on_the_fast_path_are_seen_by_a_tracer_and_keep_their_gradients():

@@ -184,12 +184,13 @@ _new, _ndarray = object.__new__, np.ndarray
 
 
 def make_node2(data, a, b, rule, name):
-    """make_node(data, (a, b), None, name, vjp=rule): the same node, for the hottest ops (add, mul, matmul).
+    """make_node(data, (a, b), None, name, vjp=rule): the same node, for a hot op of two inputs (matmul; add
+    and mul, the hottest, write these lines out in ops/arithmetic.py).
 
     Only the common case is spelled out (nothing tracing, grad mode on by make_node's global read, an input
     that requires grad); anything else goes to make_node. Its keyword arguments, parents loop and
     backward/vjp choice cost ~900 instructions per node (~3% of a chain of adds and muls). A change to what
-    make_node stores on a node belongs here too (tests/test_node_fast_path.py compares the two).
+    make_node stores on a node belongs here too (tests/test_node_fast_path.py compares them).
     """
     if _tensor._tracer is None and _gm._n_disabled == 0 and (a.requires_grad or b.requires_grad):
         out = _new(Tensor)
