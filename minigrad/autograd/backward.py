@@ -212,20 +212,28 @@ def run_backward(root, grad, retain_graph=False):
         return
     # 1. count, for each interior node below the root, how many edges come into it from nodes that need its
     # gradient (the reference walk's topological sort, replaced by counts: the walk below is then an order)
-    pending = {}
-    stack = [root]
+    pending, stack = {}, []
     clock = _versions._clock  # nothing changes in place during the walk
-    while stack:
-        node = stack.pop()
+    node = root
+    while True:
         if node._clock != clock:  # something changed in place since this node was recorded: check
             _check_versions(node)
-        for p in node._parents:
+        nxt = None  # the last new input found is visited next, the others wait on the stack (the order of a
+        for p in node._parents:  # stack of them all, without a push and pop per node)
             if p._backward is not None and p.requires_grad:
                 if p in pending:
                     pending[p] += 1
                 else:
                     pending[p] = 1
-                    stack.append(p)
+                    if nxt is not None:
+                        stack.append(nxt)
+                    nxt = p
+        if nxt is not None:
+            node = nxt
+        elif stack:
+            node = stack.pop()
+        else:
+            break
     # 2. Kahn's walk: a node runs once all its children have handed it their gradient. `grads` holds the
     # gradients summed so far, `ready` the nodes whose count reached 0 (a stack); the node that became ready
     # last is run next without going through either (`nxt`: the same order, one dict and list trip fewer).
@@ -242,8 +250,6 @@ def run_backward(root, grad, retain_graph=False):
         if g is None:
             pgrads = (None,) * k
         else:
-            # only big buffers are worth it (and a tiny one costs no page faults); a NumPy scalar has size 1
-            g_owned = g_owned and g.size >= _IN_PLACE_MIN_SIZE
             # the rule, on arrays (one and two inputs spelled out: they are most nodes, and the list costs)
             if k == 2:
                 a, b = parents
@@ -252,6 +258,8 @@ def run_backward(root, grad, retain_graph=False):
                 else:  # `need`: which inputs want a gradient (a rule may skip the others)
                     pgrads = rule(g, node.data, a.data, b.data, need=(a.requires_grad, b.requires_grad))
             elif k == 1:
+                # only big buffers are worth it (and a tiny one costs no page faults); a NumPy scalar has size 1
+                g_owned = g_owned and g.size >= _IN_PLACE_MIN_SIZE  # (g_owned counts for one parent alone)
                 if g_owned and _in_place(rule):  # g is this node's own buffer: the rule may work in it
                     pgrads = rule(g, node.data, parents[0].data, owned=True)
                 else:
@@ -262,55 +270,57 @@ def run_backward(root, grad, retain_graph=False):
                 pgrads = rule(g, node.data, *[p.data for p in parents], need=tuple([p.requires_grad for p in parents]))
             if len(pgrads) != k:  # one gradient per parent (B1); (zip(strict=True) costs ~0.1 us)
                 raise _count_error(node._op, pgrads, parents)
-        nxt = None
-        for p, pg in zip(parents, pgrads):
+        nxt, i = None, 0
+        for p in parents:  # edge i: (p, pg); pg by index (a zip and its two iterators cost more, ~4% of a chain)
+            pg = pgrads[i]
+            i += 1
             n = count(p)  # None: a leaf, or a node that needs no gradient (neither joins the walk)
             if pg is not None and (n is not None or p.requires_grad):
                 pd = p.data
                 if pg.shape == pd.shape:
-                    # fresh: no one else holds pg. g itself or a view may be shared, unless g was this node's own
-                    # and it has one parent (a read-only view, such as sum's np.broadcast_to of g, is never adopted)
-                    fresh = (pg is not g and pg.base is None) or (g_owned and k == 1 and (
-                        pg is g or pg.base is (g if g.base is None else g.base)) and pg.flags.writeable)
+                    fresh = None  # not known yet: decided below where it matters (a leaf with a .grad needs not)
                 elif type(pg) is Scatter:  # indexing hands back "g at these places" (a Scatter's .shape is None)
                     if n is None:
                         _into_leaf(p, pg, fresh=False)
                         continue
-                    _add_scatter(grads, owned, p, pg)
-                    pg = None  # added into grads: on to the count
+                    _add_scatter(grads, owned, p, pg)  # into p's summed gradient, which the engine owns
+                    pg, fresh = grads.pop(p), True  # (and on as p's gradient: prev is None now)
                 else:
                     pg, fresh = _unbroadcast(pg, pd.shape, node._op), True
-                if pg is not None:
-                    if pg.dtype is not pd.dtype and pg.dtype != pd.dtype:
-                        pg, fresh = pg.astype(pd.dtype), True
-                    if n is None:  # a leaf: straight into its .grad (nothing downstream needs it)
-                        lg = p.grad  # _into_leaf's two usual cases, inlined (a call per leaf edge costs ~5%):
-                        if type(lg) is ndarray:
-                            lg += pg  # add into the array the engine made
-                        elif lg is None and fresh and type(pg) is ndarray:
-                            p.grad = pg  # adopt a fresh one
-                        else:
-                            _into_leaf(p, pg, fresh)
-                        continue
-                    prev = grads.pop(p, None)
-                    if prev is not None:  # the reference walk's sum
-                        if type(prev) is ndarray and p in owned:
-                            prev += pg  # safe: the engine made prev and handed it to no one yet
-                            pg = prev
-                        else:
-                            pg = prev + pg  # in a new buffer, which the engine owns
-                        fresh = True
-                    if n > 1:  # more gradients to come
-                        grads[p] = pg
-                        if fresh:
-                            owned.add(p)
-                        pending[p] = n - 1
-                    else:  # p's last gradient: p is ready (the lines below, with its gradient in hand)
-                        del pending[p]
-                        if nxt is not None:
-                            _park(grads, owned, ready, nxt, nxt_g, nxt_owned)
-                        nxt, nxt_g, nxt_owned = p, pg, fresh
+                if pg.dtype is not pd.dtype and pg.dtype != pd.dtype:
+                    pg, fresh = pg.astype(pd.dtype), True
+                if n is None:  # a leaf: straight into its .grad (nothing downstream needs it)
+                    lg = p.grad  # _into_leaf's two usual cases, inlined (a call per leaf edge costs ~5%):
+                    if type(lg) is ndarray:
+                        lg += pg  # add into the array the engine made
+                    elif lg is None and type(pg) is ndarray and (
+                            fresh or fresh is None and _fresh(pg, g, g_owned, k)):
+                        p.grad = pg  # adopt a fresh one
+                    else:
+                        _into_leaf(p, pg, fresh)
                     continue
+                prev = grads.pop(p, None) if grads else None  # (a chain stores none: a test, not a call)
+                if prev is not None:  # the reference walk's sum
+                    if type(prev) is ndarray and p in owned:
+                        prev += pg  # safe: the engine made prev and handed it to no one yet
+                        pg = prev
+                    else:
+                        pg = prev + pg  # in a new buffer, which the engine owns
+                    fresh = True
+                elif fresh is None:  # _fresh, inlined (an interior edge is the hot case, and a call costs ~0.1 us)
+                    fresh = (pg is not g and pg.base is None) or (g_owned and k == 1 and (
+                        pg is g or pg.base is (g if g.base is None else g.base)) and pg.flags.writeable)
+                if n > 1:  # more gradients to come
+                    grads[p] = pg
+                    if fresh:
+                        owned.add(p)
+                    pending[p] = n - 1
+                else:  # p's last gradient: p is ready (the lines below, with its gradient in hand)
+                    del pending[p]
+                    if nxt is not None:
+                        _park(grads, owned, ready, nxt, nxt_g, nxt_owned)
+                    nxt, nxt_g, nxt_owned = p, pg, fresh
+                continue
             if n is None:
                 continue
             if n > 1:  # an interior node counts this edge as done, gradient or None
@@ -328,7 +338,16 @@ def run_backward(root, grad, retain_graph=False):
             g_owned = node in owned
         else:
             return
-        owned.discard(node)  # the walk keeps no node it has passed alive
+        if owned:  # (empty in a chain: the test costs less than the call)
+            owned.discard(node)  # the walk keeps no node it has passed alive
+
+
+def _fresh(pg, g, g_owned, k):
+    """True if no one else holds the gradient pg that a node with gradient g and k parents sent: g itself or
+    a view may be shared, unless g was this node's own (g_owned) and it has one parent (a read-only view,
+    such as sum's np.broadcast_to of g, is never adopted)."""
+    return (pg is not g and pg.base is None) or (g_owned and k == 1 and (
+        pg is g or pg.base is (g if g.base is None else g.base)) and pg.flags.writeable)
 
 
 def _park(grads, owned, ready, node, g, g_owned):

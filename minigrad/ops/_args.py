@@ -7,8 +7,11 @@ from numbers import Number
 import numpy as np
 
 from .. import dtypes as _dtypes
+from .. import tensor as _tensor
+from ..autograd import grad_mode as _gm
+from ..autograd import versions as _versions
 from ..dtypes import promote
-from ..tensor import Tensor, data_of  # noqa: F401  (ops.data_of)
+from ..tensor import Tensor, data_of, make_node  # noqa: F401  (ops.data_of)
 
 _SCALARS = (int, float, bool)
 
@@ -175,3 +178,28 @@ def weight_bias(rest, has_first):
     absent: `rest` holds the ones it has, in order, and has_first says whether the first is among them."""
     first = rest[0] if has_first else None
     return first, (rest[-1] if len(rest) > has_first else None)
+
+
+_new, _ndarray = object.__new__, np.ndarray
+
+
+def make_node2(data, a, b, rule, name):
+    """make_node(data, (a, b), None, name, vjp=rule): the same node, for a hot op of two inputs (matmul; add
+    and mul, the hottest, write these lines out in ops/arithmetic.py).
+
+    Only the common case is spelled out (nothing tracing, grad mode on by make_node's global read, an input
+    that requires grad); anything else goes to make_node. Its keyword arguments, parents loop and
+    backward/vjp choice cost ~900 instructions per node (~3% of a chain of adds and muls). A change to what
+    make_node stores on a node belongs here too (tests/test_node_fast_path.py compares them).
+    """
+    if _tensor._tracer is None and _gm._n_disabled == 0 and (a.requires_grad or b.requires_grad):
+        out = _new(Tensor)
+        out.data = data if type(data) is _ndarray else np.asarray(data)
+        out.grad = None
+        out.requires_grad = True  # make_node's stores, one per attribute
+        out._parents = (a, b)
+        out._backward = rule
+        out._op = name
+        out._clock = _versions._clock  # the time it was recorded (autograd/versions.py)
+        return out
+    return make_node(data, (a, b), None, name, vjp=rule)

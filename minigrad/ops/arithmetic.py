@@ -14,6 +14,9 @@ from functools import partial
 import numpy as np
 
 from .. import dtypes as _dtypes
+from .. import tensor as _tensor
+from ..autograd import grad_mode as _gm
+from ..autograd import versions as _versions
 from ..autograd.backward import saves
 from ..dtypes import floating, promote, wrap_int
 from ..tensor import Tensor, make_node
@@ -23,6 +26,8 @@ from ._dual import diagonal_jvp, log, tangent_sum, value, where, zero_vjp, zeros
 # the ops of this file: minigrad.ops (and minigrad) export __all__; Tensor gets METHODS as methods
 __all__ = ("add", "sub", "mul", "div", "pow", "neg", "floor_divide", "remainder")
 METHODS = ("pow", "floor_divide", "remainder")
+
+_new, _ndarray = object.__new__, np.ndarray
 
 # ---- elementwise arithmetic --------------------------------------------------------------------
 
@@ -38,10 +43,22 @@ def add(a, b):
         ad, bd = a.data, b.data
         if ad.dtype is bd.dtype:  # the common case, inlined
             try:
-                return make_node(ad + bd, (a, b), None, "add", vjp=_add_vjp)
+                out = ad + bd
             except ValueError:
                 _shapes_broadcast("add", a, b)
                 raise
+            # make_node2's lines (ops/_args.py), written out: the call costs ~400 instructions, 1.5% of a chain
+            if _tensor._tracer is None and _gm._n_disabled == 0 and (a.requires_grad or b.requires_grad):
+                node = _new(Tensor)
+                node.data = out if type(out) is _ndarray else np.asarray(out)
+                node.grad = None
+                node.requires_grad = True
+                node._parents = (a, b)
+                node._backward = _add_vjp
+                node._op = "add"
+                node._clock = _versions._clock
+                return node
+            return make_node(out, (a, b), None, "add", vjp=_add_vjp)
     s = _scalar(b)
     if s is not None:
         return make_node(_with_number(np.add, a.data, s), (a,), None, "add", vjp=partial(_add_number_vjp, s))
@@ -151,6 +168,16 @@ def mul(a, b):
             except ValueError:
                 _shapes_broadcast("mul", a, b)
                 raise
+            if _tensor._tracer is None and _gm._n_disabled == 0 and (a.requires_grad or b.requires_grad):
+                node = _new(Tensor)  # make_node2's lines, written out (see add)
+                node.data = out if type(out) is _ndarray else np.asarray(out)
+                node.grad = None
+                node.requires_grad = True
+                node._parents = (a, b)
+                node._backward = _mul_vjp
+                node._op = "mul"
+                node._clock = _versions._clock
+                return node
             return make_node(out, (a, b), None, "mul", vjp=_mul_vjp)
     s = _scalar(b)
     if s is not None:

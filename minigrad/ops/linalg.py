@@ -8,7 +8,7 @@ from ..autograd.backward import saves
 from ..dtypes import promote
 from ..tensor import Tensor, make_node
 from . import _dual
-from ._args import as_tensor
+from ._args import as_tensor, make_node2
 
 # the ops of this file: minigrad.ops (and minigrad) export __all__; Tensor gets METHODS as methods
 __all__ = ("matmul", "einsum", "outer", "tril", "triu")
@@ -67,7 +67,7 @@ def matmul(a, b):
             raise ValueError(f"matmul: {ad.shape} @ {bd.shape}: inner dimensions {ad.shape[-1]} and "
                              f"{bd.shape[-2 if bd.ndim > 1 else 0]} differ") from None
         raise ValueError(f"matmul: {ad.shape} @ {bd.shape}: batch dimensions do not broadcast") from None
-    return make_node(out, (a, b), None, "matmul", vjp=_matmul_vjp)
+    return make_node2(out, a, b, _matmul_vjp, "matmul")
 
 
 def _einsum_parse(subscripts, shapes):
