@@ -239,10 +239,10 @@ CLAIM = ("cross-attention from words to image regions: a decoder names glyphs le
 
 
 def main():
-    args = parse_args("E17: glyph captions with soft and hard attention (Show, Attend and Tell in miniature). Over "
-                      "the 5-minute budget in wall time only: the default run costs 269 CPU-s and 540 s of wall time "
-                      "on a 2-core machine shared with other jobs (timed on 2026-12-05 at a load of about 4 to 5, "
-                      "docs/examples/README.md); --quick takes about a minute of CPU.",
+    args = parse_args("E17: glyph captions with soft and hard attention (Show, Attend and Tell in miniature). The "
+                      "default run costs 186 CPU-s and 186 s of wall time on a 2-core machine shared with other jobs "
+                      "(timed on 2026-12-05 at a load of about 1 to 2, docs/examples/README.md); --quick takes "
+                      "about a minute of CPU.",
                       "captions", extra=add_flags)
     quick = args.quick
     source = "built-in glyphs" if args.objects is None else args.objects[0]

@@ -178,9 +178,9 @@ def add_flags(p):
 
 def main():
     args = parse_args("E15: reach on a grid: a readout token in the corner, a glyph at a controlled distance; "
-                      "global, window, shifted-window and neighbourhood attention at several depths. Over the "
-                      "5-minute budget: the default run costs 267 CPU-s and 3056 s of wall time on a 2-core machine "
-                      "shared with other jobs (timed on 2026-12-04 at a load of 9 to 15, docs/examples/README.md); "
+                      "global, window, shifted-window and neighbourhood attention at several depths. The default run "
+                      "costs 252 CPU-s and 264 s of wall time on a 2-core machine shared with other jobs (timed on "
+                      "2026-12-05 at a load of about 2 to 3, docs/examples/README.md); "
                       "--quick takes about 45 CPU-s.", "grid_reach", extra=add_flags)
     report = Report(args, "grid_reach", claim="a corner token sees only as far as its attention pattern reaches: "
                     "everything with global attention, its own window with unshifted windows at any depth, the "

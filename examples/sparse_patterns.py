@@ -197,9 +197,9 @@ def add_flags(p):
 
 
 def main():
-    args = parse_args("E7: strided vs fixed vs local sparse attention patterns. Over the 5-minute budget: the default "
-                      "run costs 207 CPU-s and 354 s of wall time on a 2-core machine shared with other jobs "
-                      "(timed on 2026-12-02 at a load of about 3.2, docs/examples/README.md); "
+    args = parse_args("E7: strided vs fixed vs local sparse attention patterns. The default run costs 122 CPU-s and "
+                      "131 s of wall time on a 2-core machine shared with other jobs (timed on 2026-12-05 at a "
+                      "load of about 2.5, docs/examples/README.md); "
                       "--quick takes about 30 s.", "sparse_patterns",
                       extra=add_flags)
     report = Report(args, "sparse_patterns", claim=CLAIM)
