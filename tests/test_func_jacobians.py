@@ -103,6 +103,13 @@ def test_has_aux_comes_back_once_and_as_computed():
         assert aux["tag"] == "t" and aux["norm"].shape == () and not aux["norm"].requires_grad
         np.testing.assert_allclose(aux["norm"].data, np.sin(W.data @ x.data).sum(), rtol=1e-14)
 
+    def g(x):
+        return (W @ x).sin()
+    for jac in (jacfwd, jacrev):  # not a pair: an error naming the transform, not a failed unpacking
+        with pytest.raises(TypeError, match=rf"{jac.__name__}\(g\): with has_aux=True the function must return a "
+                                            r"pair \(output, aux\), got Tensor"):
+            jac(g, has_aux=True)(x)
+
 
 def test_hessian_is_jacfwd_of_jacrev_and_equals_the_loops():
     def f(x, y):

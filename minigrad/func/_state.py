@@ -2,7 +2,10 @@
 differentiable, so that the outer one can see through them), the leaves they made, and their argument checks."""
 import weakref
 
+import numpy as np
+
 from ..autograd.backward import _topo
+from ..tensor import Tensor
 
 depth = 0  # grad, vjp, jacrev, jvp, jacfwd, vmap calls now running, one inside another
 _internal = {}  # id -> weakref of the leaves transforms made to differentiate with respect to (no outer graph)
@@ -79,3 +82,18 @@ def split_aux(fname, out, has_aux):
 def name_of(f):
     """f's name for an error message."""
     return getattr(f, "__name__", None) or type(f).__name__
+
+
+def standard_basis(sizes, shapes, lo=0, hi=None):
+    """Rows lo:hi (default all) of the standard basis over several leaves' entries in a row (jacfwd's input
+    tangents, jacrev's output cotangents): for each leaf of (shape, dtype) with `size` entries, a Tensor of
+    (hi - lo,) + shape. jacrev builds it a chunk of rows at a time, so its chunk_size bounds the memory."""
+    hi = sum(sizes) if hi is None else hi
+    start, basis = 0, []
+    for n, (shape, dtype) in zip(sizes, shapes):
+        b = np.zeros((hi - lo, n), dtype)
+        k = np.arange(max(lo, start), min(hi, start + n))  # the rows whose 1 falls in this leaf
+        b[k - lo, k - start] = 1
+        basis.append(Tensor(b.reshape((hi - lo,) + tuple(shape))))
+        start += n
+    return basis

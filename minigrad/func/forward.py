@@ -288,7 +288,7 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
 
         def columns(*ts):
             out, level = _run(fname, func, args, at, list(ts), kwargs)
-            out, aux = out if has_aux else (out, None)
+            out, aux = _state.split_aux(fname, out, has_aux)
             outs, found["spec"] = tree_flatten(out)
             found["shapes"] = [(o.shape, o.dtype) for o in outs]
             return tuple(_out_tangents(fname, outs, level)), aux
@@ -298,7 +298,8 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
                 cols, aux = columns(*[None] * len(at))
             else:
                 try:  # (aux: the same for every column, as it is computed from the primals only)
-                    cols, aux = vmap(columns, out_dims=(0, None), randomness=randomness)(*_basis(sizes, shapes))
+                    basis = _state.standard_basis(sizes, shapes)
+                    cols, aux = vmap(columns, out_dims=(0, None), randomness=randomness)(*basis)
                 except NotImplementedError as e:
                     raise NotImplementedError(f"{e}. ({fname} vmaps jvp over the columns, as torch.func.jacfwd; "
                                               f"jacrev(..., chunk_size=1) computes a Jacobian without vmap)") from e
@@ -315,17 +316,6 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
     wrapper.__name__ = f"jacfwd_{_state.name_of(func)}"
     wrapper.__doc__ = func.__doc__
     return wrapper
-
-
-def _basis(sizes, shapes):
-    """One basis tangent per input entry, all input leaves' entries in a row: for each leaf, (columns,) + its shape."""
-    total, start, basis = sum(sizes), 0, []
-    for n, (shape, dtype) in zip(sizes, shapes):
-        b = np.zeros((total, n), dtype)
-        b[np.arange(start, start + n), np.arange(n)] = 1
-        basis.append(Tensor(b.reshape((total,) + shape)))
-        start += n
-    return basis
 
 
 def _columns(c, start, n, out_shape, in_shape, dtype, keep):

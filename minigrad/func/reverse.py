@@ -218,19 +218,6 @@ def jacrev(func, argnums=0, has_aux=False, *, chunk_size=None):
     return wrapper
 
 
-def _basis(sizes, outs, lo, hi):
-    """Rows lo:hi of the standard basis of cotangents, one row per output entry (all outputs' entries in a row):
-    for each output, (hi - lo,) + its shape. Built a chunk at a time, so chunk_size bounds its memory."""
-    start, basis = 0, []
-    for o, n in zip(outs, sizes):
-        b = np.zeros((hi - lo, n), o.dtype)
-        k = np.arange(max(lo, start), min(hi, start + n))  # the rows whose 1 falls in this output
-        b[k - lo, k - start] = 1
-        basis.append(Tensor(b.reshape((hi - lo,) + tuple(o.shape))))
-        start += n
-    return basis
-
-
 def _rows_by_vmap(fname, outs, sizes, inputs, chunk_size):
     """The Jacobian's rows, stacked, one per input ((rows,) + its shape): vjp_fn vmapped over the basis."""
     def rows(*cts):
@@ -243,10 +230,11 @@ def _rows_by_vmap(fname, outs, sizes, inputs, chunk_size):
                                     create_graph=True, allow_unused=True)
         return tuple(Tensor(np.zeros(x.shape, x.dtype)) if g is None else g for g, x in zip(rewrap(gs), inputs))
     rows.__name__ = fname
-    total = sum(sizes)
+    total, shapes = sum(sizes), [(o.shape, o.dtype) for o in outs]
     step = total if chunk_size is None else chunk_size
     try:  # one vmap per chunk of rows, each on its own slice of the basis
-        parts = [_vmap.vmap(rows)(*_basis(sizes, outs, lo, min(lo + step, total))) for lo in range(0, total, step)]
+        parts = [_vmap.vmap(rows)(*_state.standard_basis(sizes, shapes, lo, min(lo + step, total)))
+                 for lo in range(0, total, step)]
     except NotImplementedError as e:
         raise NotImplementedError(f"{e}. ({fname} vmaps its vjp over the rows, as torch.func.jacrev; "
                                   f"chunk_size=1 computes them one vjp at a time instead)") from e
@@ -255,9 +243,9 @@ def _rows_by_vmap(fname, outs, sizes, inputs, chunk_size):
 
 def _rows_one_by_one(outs, sizes, inputs, keep):
     """The same rows, one reverse sweep each (chunk_size=1)."""
-    rows = [[] for _ in inputs]
+    rows, shapes = [[] for _ in inputs], [(o.shape, o.dtype) for o in outs]
     for k in range(sum(sizes)):
-        seeds = [Tensor(b.data[0]) for b in _basis(sizes, outs, k, k + 1)]
+        seeds = [Tensor(b.data[0]) for b in _state.standard_basis(sizes, shapes, k, k + 1)]
         for r, g in zip(rows, _sweep(outs, seeds, inputs, keep)):
             r.append(g)
     keep = keep or _vmap.running()
