@@ -118,3 +118,28 @@ def test_bench_threads_times_each_workload_at_both_thread_counts(monkeypatch, bl
     assert set(seen) == {1, 2}
     text = bench_threads.table(times, 2, 0.5)
     assert "| tiny |" in text and "default / 1 thread" in text
+
+
+def test_time_split_sorts_perf_samples_by_thread_and_kind():
+    """bench_time_split reads `perf report --sort comm,dso,sym --field-separator '|'`: each thread name's
+    samples are put in their rows and add up to 100 %."""
+    from benchmarks import bench_time_split as ts
+    report = "\n".join([
+        "# Samples: 10K of event 'cpu-clock:ppp'",
+        " 30.00%  |eager   |libscipy_openblas64_-32a4b2a6.so |[.] sgemm_kernel_SKYLAKEX",
+        " 10.00%  |eager   |_multiarray_umath.cpython-311-x86_64-linux-gnu.so |[.] FLOAT_add_X86_V3",
+        " 10.00%  |eager   |libpython3.11.so.1.0 |[.] _PyEval_EvalFrameDefault",
+        " 20.00%  |compile |_multiarray_umath.cpython-311-x86_64-linux-gnu.so |[.] ufunc_generic_fastcall",
+        "  5.00%  |compile |libc.so.6 |[.] __memmove_avx512_unaligned_erms",
+        " 15.00%  |compile |libc.so.6 |[.] _int_malloc",
+        "  9.00%  |done    |libpython3.11.so.1.0 |[.] gc_collect_main",
+    ])
+    shares = ts.split(report)
+    assert set(shares) == {"eager", "compile", "done"}
+    assert shares["eager"]["BLAS"] == pytest.approx(60.0)
+    assert shares["eager"]["NumPy inner loops"] == pytest.approx(20.0)
+    assert shares["eager"]["Python interpreter"] == pytest.approx(20.0)
+    assert shares["compile"]["NumPy per-call work"] == pytest.approx(50.0)
+    assert shares["compile"]["memcpy/memset"] == pytest.approx(12.5)
+    assert shares["compile"]["allocator"] == pytest.approx(37.5)
+    assert all(sum(row.values()) == pytest.approx(100.0) for row in shares.values())
