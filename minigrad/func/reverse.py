@@ -78,15 +78,20 @@ def _sweep(outs, seeds, inputs, create_graph):
     rewrap = None
     if _vmap.running():  # under vmap: the sweep runs on the physical (batched) graph, seeded per example
         outs, seeds, inputs, rewrap = _vmap.sweep_args(outs, seeds, inputs)
-    live = [(o, s) for o, s in zip(outs, seeds) if o.requires_grad]
-    if live:
-        with enable_grad():
-            gs = _autograd_grad([o for o, _ in live], list(inputs), [s for _, s in live], retain_graph=True,
-                                create_graph=create_graph, allow_unused=True)
-    else:
-        gs = [None] * len(inputs)
-    gs = [Tensor(np.zeros(x.shape, x.dtype)) if g is None else g for g, x in zip(gs, inputs)]
+    gs = [Tensor(np.zeros(x.shape, x.dtype)) if g is None else g
+          for g, x in zip(_grads(outs, seeds, inputs, create_graph), inputs)]
     return gs if rewrap is None else rewrap(gs)
+
+
+def _grads(outs, seeds, inputs, create_graph):
+    """The engine's sweep (autograd.grad) from the outputs that have a graph, seeded, to the inputs: a gradient
+    or None for each input."""
+    live = [(o, s) for o, s in zip(outs, seeds) if o.requires_grad]
+    if not live:
+        return [None] * len(inputs)
+    with enable_grad():
+        return _autograd_grad([o for o, _ in live], list(inputs), [s for _, s in live], retain_graph=True,
+                              create_graph=create_graph, allow_unused=True)
 
 
 def _detach(tree, keep):
@@ -157,11 +162,7 @@ def vjp(func, *primals, has_aux=False):
         with enable_grad():
             out = func(*args)
         out, aux = _state.split_aux(fname, out, has_aux)
-        outs, ospec = tree_flatten(out)
-        for k, o in enumerate(outs):
-            if not isinstance(o, Tensor):
-                raise TypeError(f"{fname}: the function must return Tensors (a pytree of them), got "
-                                f"{type(o).__name__} at output leaf {k}")
+        outs, ospec = _state.tensor_leaves(fname, out)
         inputs = [x for leaves, _ in trees for x in leaves]
         keep = _state.depth > 1 or _reaches_outside(outs, inputs)
 
@@ -197,10 +198,7 @@ def jacrev(func, argnums=0, has_aux=False, *, chunk_size=None):
     def wrapper(*args, **kwargs):
         with _state.running():
             trees, many, out, aux = _call(fname, func, args, kwargs, argnums, has_aux)
-            outs, ospec = tree_flatten(out)
-            for o in outs:
-                if not isinstance(o, Tensor):
-                    raise TypeError(f"{fname}: the function must return Tensors, got {type(o).__name__}")
+            outs, ospec = _state.tensor_leaves(fname, out)
             inputs = [x for leaves, _ in trees for x in leaves]
             keep = _state.depth > 1 or _reaches_outside(outs, inputs)
             sizes = [int(np.prod(o.shape)) for o in outs]
@@ -222,13 +220,8 @@ def _rows_by_vmap(fname, outs, sizes, inputs, chunk_size):
     """The Jacobian's rows, stacked, one per input ((rows,) + its shape): vjp_fn vmapped over the basis."""
     def rows(*cts):
         pouts, seeds, pins, rewrap = _vmap.sweep_rows(outs, cts, inputs)
-        live = [(o, s) for o, s in zip(pouts, seeds) if o.requires_grad]
-        gs = [None] * len(pins)
-        if live:
-            with enable_grad():  # (rules on Tensors, so that they batch over the rows)
-                gs = _autograd_grad([o for o, _ in live], pins, [s for _, s in live], retain_graph=True,
-                                    create_graph=True, allow_unused=True)
-        return tuple(Tensor(np.zeros(x.shape, x.dtype)) if g is None else g for g, x in zip(rewrap(gs), inputs))
+        gs = rewrap(_grads(pouts, seeds, pins, True))  # (rules on Tensors, so that they batch over the rows)
+        return tuple(Tensor(np.zeros(x.shape, x.dtype)) if g is None else g for g, x in zip(gs, inputs))
     rows.__name__ = fname
     total, shapes = sum(sizes), [(o.shape, o.dtype) for o in outs]
     step = total if chunk_size is None else chunk_size
