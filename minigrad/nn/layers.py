@@ -4,6 +4,7 @@ import math
 import numpy as np
 
 from .. import ops
+from ..ops._args import kind_array
 from ..tensor import Tensor
 from . import functional as F
 from .init import kaiming_uniform_, normal_, ones_, uniform_, zeros_
@@ -52,9 +53,7 @@ class Embedding(Module):
 
     def forward(self, idx):
         """Integer indices (...) -> rows of weight (..., embedding_dim); the padding_idx row gets no gradient."""
-        i = idx.data if isinstance(idx, Tensor) else np.asarray(idx)
-        if i.dtype.kind not in "iu":
-            raise TypeError(f"Embedding: indices must be integers, got dtype {i.dtype}")
+        i = kind_array(idx, "iu", "Embedding: indices must be integers")
         if i.size and (i.min() < 0 or i.max() >= self.num_embeddings):
             raise IndexError(f"Embedding: indices must be in [0, {self.num_embeddings}), "
                              f"got range [{i.min()}, {i.max()}]")

@@ -12,7 +12,7 @@ from ..autograd.backward import saves
 from ..dtypes import floating, promote
 from ..fast.blas import const
 from ..tensor import Tensor, make_node
-from ._args import _all_finite, as_tensor
+from ._args import _all_finite, as_tensor, kind_array
 from . import _dual
 from ._erf import erf as _erf  # exact erf for gelu, vectorised (no SciPy)
 from .indexing import nonzero
@@ -215,9 +215,7 @@ def where(cond, a=None, b=None):
     """cond ? a : b elementwise; cond carries no gradient. where(cond) alone is nonzero(cond, as_tuple=True)."""
     if a is None and b is None:
         return nonzero(cond, as_tuple=True)
-    c = cond.data if isinstance(cond, Tensor) else np.asarray(cond)
-    if c.dtype != bool:
-        raise TypeError(f"where: condition must be boolean, got dtype {c.dtype}")
+    c = kind_array(cond, "b", "where: condition must be boolean")
     a, b = as_tensor(a), as_tensor(b)
     try:
         out = np.where(c, *promote(a.data, b.data))
@@ -231,9 +229,7 @@ def where(cond, a=None, b=None):
 def masked_fill(a, mask, value):
     """a with `value` where mask is True; masked entries get zero gradient."""
     a = as_tensor(a)
-    m = mask.data if isinstance(mask, Tensor) else np.asarray(mask)
-    if m.dtype != bool:
-        raise TypeError(f"masked_fill: mask must be boolean, got dtype {m.dtype}")
+    m = kind_array(mask, "b", "masked_fill: mask must be boolean")
     if isinstance(value, Tensor):
         if value.ndim != 0:
             raise ValueError(f"masked_fill: value must be a number or a 0-d tensor, got shape {value.shape}")

@@ -18,7 +18,7 @@ from functools import partial
 import numpy as np
 
 from ..tensor import Tensor, make_node
-from ._args import as_tensor
+from ._args import as_tensor, kind_array
 from .elementwise import _sigmoid, where
 from .fused import gru_cell_reference, lstm_cell_reference
 from .shape import concat, stack
@@ -32,9 +32,7 @@ def _lengths_mask(lengths, T, B, who):
     """lengths (B,) ints in [1, T] -> (T, B, 1) bool, True at valid steps; None for no lengths."""
     if lengths is None:
         return None
-    ln = lengths.data if isinstance(lengths, Tensor) else np.asarray(lengths)
-    if ln.dtype.kind not in "iu":
-        raise TypeError(f"{who}: lengths must be integers, got dtype {ln.dtype}")
+    ln = kind_array(lengths, "iu", f"{who}: lengths must be integers")
     if ln.shape != (B,):
         raise ValueError(f"{who}: lengths of shape (B,) = ({B},) expected, got {ln.shape}")
     if B and (ln.min() < 1 or ln.max() > T):
