@@ -144,10 +144,6 @@ def _clamp(b):
     return ops.clamp(xs[0], xs[1] if has_lo else None, xs[-1] if has_hi else None)
 
 
-def _round(b):
-    return ops.round(b.phys(b.parents[0]), b.consts[0])
-
-
 # ---- reductions and axis ops -------------------------------------------------------------------------
 
 def _reduce(op, extra=lambda b: {}):
@@ -204,11 +200,6 @@ def _permute(b):
     return ops.permute(b.phys(b.parents[0]), tuple(range(b.nb)) + tuple(int(p) + b.nb for p in perm))
 
 
-def _swapaxes(b):
-    nd = b.parents[0].ndim
-    return ops.swapaxes(b.phys(b.parents[0]), b.shift(b.consts[0], nd), b.shift(b.consts[1], nd))
-
-
 def _join(op):
     def rule(b):
         rank = max(p.ndim for p in b.parents)
@@ -233,10 +224,6 @@ def _tile(b):
     reps, shape = b.consts
     x = b.phys(b.parents[0])
     return ops.tile(ops.reshape(x, x.shape[:b.nb] + shape), (1,) * b.nb + tuple(reps))
-
-
-def _flip(b):
-    return ops.flip(b.phys(b.parents[0]), b.shift_all(b.consts[0], b.parents[0].ndim))
 
 
 def _roll(b):
@@ -413,10 +400,6 @@ def _cross_entropy(b):
     return total / Tensor(count)
 
 
-def _input(b):  # reverse.py's stand-in (an identity node over a tensor in an outer graph)
-    return ops.clone(b.phys(b.parents[0]))
-
-
 RULES = {
     "add": _binary(ops.add), "sub": _binary(ops.sub), "mul": _binary(ops.mul), "div": _binary(ops.div),
     "pow": _binary(ops.pow), "floor_divide": _binary(ops.floor_divide), "remainder": _binary(ops.remainder),
@@ -426,20 +409,24 @@ RULES = {
     "rpow": _elementwise(lambda b, x: ops.rpow(x, b.consts[0])),
     "astype": _elementwise(lambda b, x: ops.astype(x, b.out0.dtype)),
     "gelu": _elementwise(lambda b, x: ops.gelu(x, approximate=b.consts[0])),
-    "where": _where, "masked_fill": _masked_fill, "clamp": _clamp, "round": _round,
+    "where": _where, "masked_fill": _masked_fill, "clamp": _clamp,
+    "round": lambda b: ops.round(b.phys(b.parents[0]), b.consts[0]),
     "sum": _reduce(ops.sum), "mean": _reduce(ops.mean), "prod": _reduce(ops.prod),
     "logsumexp": _reduce(ops.logsumexp), "max": _reduce(ops.amax), "min": _reduce(ops.amin),
     "amax": _reduce(ops.amax), "amin": _reduce(ops.amin),
     "var": _reduce(ops.var, _correction), "std": _reduce(ops.std, _correction),
     "norm": _norm, "cumsum": _cumsum,
     "softmax": _softmax(ops.softmax), "log_softmax": _softmax(ops.log_softmax),
-    "reshape": _reshape, "expand": _expand, "permute": _permute, "transpose": _permute, "swapaxes": _swapaxes,
-    "concat": _join(ops.concat), "stack": _join(ops.stack), "pad": _pad, "tile": _tile, "flip": _flip, "roll": _roll,
+    "reshape": _reshape, "expand": _expand, "permute": _permute, "transpose": _permute,
+    "swapaxes": lambda b: ops.swapaxes(b.phys(b.parents[0]), *b.shift_all(b.consts, b.parents[0].ndim)),
+    "flip": lambda b: ops.flip(b.phys(b.parents[0]), b.shift_all(b.consts[0], b.parents[0].ndim)),
+    "concat": _join(ops.concat), "stack": _join(ops.stack), "pad": _pad, "tile": _tile, "roll": _roll,
     "tril": _tri, "triu": _tri,
     "getitem": _getitem, "gather": _gather, "index_take": _index_op, "index_scatter": _index_op,
     "matmul": _matmul, "einsum": _einsum,
     "linear": _linear, "layer_norm": _layer_norm, "gru_cell": _reference, "cross_entropy": _cross_entropy,
-    "input": _input, "masked_softmax": _masked_softmax,
+    "input": lambda b: ops.clone(b.phys(b.parents[0])),  # reverse.py's stand-in (an identity over an outer tensor)
+    "masked_softmax": _masked_softmax,
 }
 TAKES_EXTRAS = (_where, _masked_fill, _getitem, _gather, _cross_entropy)  # rules that batch a non-input argument
 for _name in ("exp", "log", "sqrt", "abs", "tanh", "sigmoid", "relu", "softplus", "sin", "cos", "log1p", "expm1",
