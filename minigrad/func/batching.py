@@ -122,19 +122,13 @@ def _binary(op):
     return _elementwise(lambda b, *xs: op(*xs) if len(xs) == 2 else op(xs[0], b.consts[0]))
 
 
-def _where(b):
+def _where(b):  # where(cond, x, y), and masked_fill(x, mask, value) as where(mask, value, x); cond batched or not
     c = b.extras[0] if b.extras else b.consts[0]
-    rank = max(b.parents[0].ndim, b.parents[1].ndim, c.ndim)
+    rank = max(c.ndim, *(p.ndim for p in b.parents))
     cond = b.phys(c, rank).data if b.batched(c) else c
+    if b.name == "masked_fill":
+        return ops.where(cond, np.asarray(b.consts[1], b.parents[0].dtype), b.phys(b.parents[0], rank))
     return ops.where(cond, b.phys(b.parents[0], rank), b.phys(b.parents[1], rank))
-
-
-def _masked_fill(b):
-    m = b.extras[0] if b.extras else b.consts[0]
-    x = b.parents[0]
-    rank = max(x.ndim, m.ndim)
-    mask = b.phys(m, rank).data if b.batched(m) else m
-    return ops.where(mask, np.asarray(b.consts[1], x.dtype), b.phys(x, rank))
 
 
 def _clamp(b):
@@ -409,7 +403,7 @@ RULES = {
     "rpow": _elementwise(lambda b, x: ops.rpow(x, b.consts[0])),
     "astype": _elementwise(lambda b, x: ops.astype(x, b.out0.dtype)),
     "gelu": _elementwise(lambda b, x: ops.gelu(x, approximate=b.consts[0])),
-    "where": _where, "masked_fill": _masked_fill, "clamp": _clamp,
+    "where": _where, "masked_fill": _where, "clamp": _clamp,
     "round": lambda b: ops.round(b.phys(b.parents[0]), b.consts[0]),
     "sum": _reduce(ops.sum), "mean": _reduce(ops.mean), "prod": _reduce(ops.prod),
     "logsumexp": _reduce(ops.logsumexp), "max": _reduce(ops.amax), "min": _reduce(ops.amin),
@@ -428,7 +422,7 @@ RULES = {
     "input": lambda b: ops.clone(b.phys(b.parents[0])),  # reverse.py's stand-in (an identity over an outer tensor)
     "masked_softmax": _masked_softmax,
 }
-TAKES_EXTRAS = (_where, _masked_fill, _getitem, _gather, _cross_entropy)  # rules that batch a non-input argument
+TAKES_EXTRAS = (_where, _getitem, _gather, _cross_entropy)  # rules that batch a non-input argument
 for _name in ("exp", "log", "sqrt", "abs", "tanh", "sigmoid", "relu", "softplus", "sin", "cos", "log1p", "expm1",
               "sign", "floor", "ceil", "neg", "clone"):
     RULES[_name] = _unary(getattr(ops, _name))
