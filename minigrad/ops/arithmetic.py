@@ -224,15 +224,9 @@ def div(a, b):
     return make_node(_binary("div", a, b, np.divide), (a, b), None, "div", vjp=_div_vjp)
 
 
-def _rdiv_jvp(s, t, out, x):  # d(c / x) = -out dx / x
-    return -t[0] * out / x
-
-
+@saves("out", "inputs", jvp=lambda s, t, out, x: -t[0] * out / x)  # tangent: d(c / x) = -out dx / x
 def _rdiv_vjp(s, g, out, x):  # d(c / x) = -g c / x^2 = -g out / x (c = s, bound for vmap's rule)
     return (-g * out / x,)
-
-
-_rdiv_vjp.jvp = _rdiv_jvp
 
 
 def rdiv(a, b):
@@ -264,10 +258,8 @@ def _pow_scalar_vjp(s, g, out, x):  # d x^s = s x^(s-1); x^2 without pow, and x^
     return (g * s * x ** (s - 1),)
 
 
-def _pow_jvp(t, out, a, b):  # d a^b = b a^(b-1) da + a^b log a db: diagonal, so the gradient rule's
-    return diagonal_jvp(_pow_vjp)(t, out, a, b)
-
-
+# tangent: d a^b = b a^(b-1) da + a^b log a db: diagonal, so the gradient rule's
+@saves("out", "inputs", jvp=lambda t, out, a, b: diagonal_jvp(_pow_vjp)(t, out, a, b))
 def _pow_vjp(g, out, a, b, need=(True, True)):  # d a^b = (b a^(b-1), a^b log a)
     ga = gb = None
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -276,9 +268,6 @@ def _pow_vjp(g, out, a, b, need=(True, True)):  # d a^b = (b a^(b-1), a^b log a)
         if need[1]:  # where a <= 0, log a counts as -inf if b < 0 (0^b = inf there, as torch), else 0
             gb = g * out * where(a > 0, log(where(a > 0, a, 1)), np.where(value(b) < 0, -np.inf, 0))
     return ga, gb
-
-
-_pow_vjp.jvp = _pow_jvp
 
 
 def pow(a, b):
@@ -293,15 +282,9 @@ def pow(a, b):
     return make_node(_binary("pow", a, b, np.power), (a, b), None, "pow", vjp=_pow_vjp)
 
 
-def _rpow_jvp(s, t, out, x):  # d c^x = c^x log c dx
-    return t[0] * out * math.log(s)
-
-
+@saves("out", jvp=lambda s, t, out, x: t[0] * out * math.log(s))  # tangent: d c^x = c^x log c dx
 def _rpow_vjp(s, g, out, x):  # d c^x = c^x log c
     return (g * out * math.log(s),)
-
-
-_rpow_vjp.jvp = _rpow_jvp
 
 
 def rpow(a, b):
@@ -335,11 +318,8 @@ def floor_divide(a, b):
     return make_node(out, (a, b), None, "floor_divide", vjp=zero_vjp)
 
 
-def _remainder_jvp(t, out, a, b):  # d(a - b floor(a/b)) = da - floor(a/b) db: diagonal
-    return diagonal_jvp(_remainder_vjp)(t, out, a, b)
-
-
-@saves("inputs", jvp=_remainder_jvp)
+# tangent: d(a - b floor(a/b)) = da - floor(a/b) db: diagonal
+@saves("inputs", jvp=lambda t, out, a, b: diagonal_jvp(_remainder_vjp)(t, out, a, b))
 def _remainder_vjp(g, out, a, b, need=(True, True)):  # d(a - b floor(a/b)) = (g, -floor(a/b) g), floor's slope 0
     if not need[1]:
         return g, None
