@@ -67,10 +67,11 @@ def _prepare(fname, args, argnums):
     return args, trees, many
 
 
-def _reaches_outside(outs, inputs):
-    """True if the outputs' graph reaches a tensor that requires grad other than the stand-ins (an argument or
-    a closed-over tensor in a graph of its own): the sweep must then keep its graph (create_graph)."""
-    return _state.outer_graph(map(_vmap.physical, outs), set(map(_vmap.physical, inputs)))
+def _keep_graph(outs, inputs):
+    """True if the sweep must keep its graph (create_graph): another transform runs outside this one, or the
+    outputs' graph reaches a tensor that requires grad other than the stand-ins (an argument or a closed-over
+    tensor in a graph of its own)."""
+    return _state.depth > 1 or _state.outer_graph(map(_vmap.physical, outs), set(map(_vmap.physical, inputs)))
 
 
 def _sweep(outs, seeds, inputs, create_graph):
@@ -112,25 +113,25 @@ def grad_and_value(func, argnums=0, has_aux=False):
 
 def _call(fname, func, args, kwargs, argnums, has_aux):
     """func(*args, **kwargs) under grad mode, the arguments at argnums made fresh leaves (_prepare):
-    (their (leaves, spec) trees, whether argnums was a tuple, the output, the aux or None)."""
+    (their (leaves, spec) trees, whether argnums was a tuple, the leaves in a row, the output, the aux or None)."""
     args, trees, many = _prepare(fname, args, argnums)
     with enable_grad():
         out = func(*args, **kwargs)
-    return (trees, many) + tuple(_state.split_aux(fname, out, has_aux))
+    inputs = [x for leaves, _ in trees for x in leaves]
+    return (trees, many, inputs) + tuple(_state.split_aux(fname, out, has_aux))
 
 
 def _grad_and_value(func, argnums, has_aux, fname):
     @wraps(func)
     def wrapper(*args, **kwargs):
         with _state.running():
-            trees, many, out, aux = _call(fname, func, args, kwargs, argnums, has_aux)
+            trees, many, inputs, out, aux = _call(fname, func, args, kwargs, argnums, has_aux)
             if not isinstance(out, Tensor):
                 raise TypeError(f"{fname}: the function must return a Tensor (one element), got {type(out).__name__}")
             if out.data.size != 1:
                 raise RuntimeError(f"{fname}: the function must return a one-element Tensor to take its gradient, "
                                    f"got shape {out.shape} (use vjp or jacrev for other outputs)")
-            inputs = [x for leaves, _ in trees for x in leaves]
-            keep = _state.depth > 1 or _reaches_outside([out], inputs)
+            keep = _keep_graph([out], inputs)
             gs = _sweep([out], [Tensor(np.ones(out.shape, out.dtype))], inputs, keep)
         g = unflatten_args(gs, trees, many)
         value = _detach(out, keep)
@@ -158,13 +159,9 @@ def vjp(func, *primals, has_aux=False):
     if not primals:
         raise ValueError(f"{fname}: give at least one primal to differentiate at")
     with _state.running():
-        args, trees, _ = _prepare(fname, primals, tuple(range(len(primals))))
-        with enable_grad():
-            out = func(*args)
-        out, aux = _state.split_aux(fname, out, has_aux)
+        trees, _, inputs, out, aux = _call(fname, func, primals, {}, tuple(range(len(primals))), has_aux)
         outs, ospec = _state.tensor_leaves(fname, out)
-        inputs = [x for leaves, _ in trees for x in leaves]
-        keep = _state.depth > 1 or _reaches_outside(outs, inputs)
+        keep = _keep_graph(outs, inputs)
 
     def vjp_fn(cotangents):
         cts, cspec = tree_flatten(cotangents)
@@ -197,10 +194,9 @@ def jacrev(func, argnums=0, has_aux=False, *, chunk_size=None):
     @wraps(func)
     def wrapper(*args, **kwargs):
         with _state.running():
-            trees, many, out, aux = _call(fname, func, args, kwargs, argnums, has_aux)
+            trees, many, inputs, out, aux = _call(fname, func, args, kwargs, argnums, has_aux)
             outs, ospec = _state.tensor_leaves(fname, out)
-            inputs = [x for leaves, _ in trees for x in leaves]
-            keep = _state.depth > 1 or _reaches_outside(outs, inputs)
+            keep = _keep_graph(outs, inputs)
             sizes = [int(np.prod(o.shape)) for o in outs]
             if chunk_size == 1 or sum(sizes) == 0:
                 rows = _rows_one_by_one(outs, sizes, inputs, keep)
