@@ -21,6 +21,7 @@ import numpy as np
 from .. import ops
 from ..autograd.higher import ArrayBackward
 from ..ops import fused as _fused, indexing as _indexing
+from ..ops._args import weight_bias
 from ..tensor import Tensor, make_node
 from ._batched import BatchedTensor, _arrays, _levels_of, _running, _sizes, check_example0, wrap
 
@@ -350,9 +351,7 @@ def _layer_norm(b):
     x, rest = b.parents[0], b.parents[1:]
     shape, eps, has_weight = b.consts
     if not any(b.batched(p) for p in rest):
-        w = rest[0] if has_weight else None
-        bias = rest[1 if has_weight else 0] if len(rest) > has_weight else None
-        return ops.layer_norm(b.phys(x), shape, w, bias, eps)
+        return ops.layer_norm(b.phys(x), shape, *weight_bias(rest, has_weight), eps)
     return b.reference(*b.parents)
 
 

@@ -18,7 +18,7 @@ from functools import partial
 import numpy as np
 
 from ..tensor import Tensor, make_node
-from ._args import as_tensor, kind_array
+from ._args import as_tensor, kind_array, weight_bias
 from .elementwise import _sigmoid, where
 from .fused import gru_cell_reference, lstm_cell_reference
 from .shape import concat, stack
@@ -123,8 +123,7 @@ def _sequence_plain(kind, lengths, reverse, has_ih, x, *rest):
     the node's output: the T outputs, then the final state(s)."""
     n = 1 if kind == "gru" else 2
     states, (w_ih, w_hh), biases = rest[:n], rest[n:n + 2], rest[n + 2:]
-    b_ih = biases[0] if has_ih else None
-    b_hh = biases[-1] if len(biases) > has_ih else None
+    b_ih, b_hh = weight_bias(biases, has_ih)
     if kind == "gru":
         out, h = gru_sequence_reference(x, states[0], w_ih, w_hh, b_ih, b_hh, lengths, reverse)
         finals = (h,)
@@ -137,8 +136,7 @@ def _sequence_again(kind, lengths, reverse, has_ih, x, *rest):
     """The sequence kernel on its node's inputs (what _sequence_plain is the plain form of), for minigrad.compile."""
     n = 1 if kind == "gru" else 2
     states, (w_ih, w_hh), biases = rest[:n], rest[n:n + 2], rest[n + 2:]
-    b_ih = biases[0] if has_ih else None
-    b_hh = biases[-1] if len(biases) > has_ih else None
+    b_ih, b_hh = weight_bias(biases, has_ih)
     mask = _lengths_mask(lengths, x.shape[0], x.shape[1], f"{kind}_sequence")
     if kind == "gru":
         return _gru_node(x, states[0], w_ih, w_hh, b_ih, b_hh, mask, reverse, lengths)
