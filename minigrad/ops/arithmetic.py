@@ -92,12 +92,10 @@ def _sub_number_vjp(s, g, out, x):  # d(x - c) = g
     return (g,)
 
 
-@saves(jvp=lambda t, out, a, b: tangent_sum(t[0], None if t[1] is None else -t[1]))  # tangent: d(a - b) = da - db
+@saves(forward=np.subtract,
+       jvp=lambda t, out, a, b: tangent_sum(t[0], None if t[1] is None else -t[1]))  # tangent: d(a - b) = da - db
 def _sub_vjp(g, out, a, b, need=(True, True)):  # d(a - b) = (g, -g)
     return g, (-g if need[1] else None)
-
-
-_sub_vjp.forward = np.subtract
 
 
 def sub(a, b):
@@ -192,15 +190,12 @@ def mul(a, b):
     return make_node(_binary("mul", a, b, np.multiply), (a, b), None, "mul", vjp=_mul_vjp)
 
 
-@saves(in_place=True, jvp=lambda s, t, out, x: t[0] / s)  # tangent: d(x / s) = dx / s
+@saves(in_place=True, forward=lambda s, x: floating(x) / s, jvp=lambda s, t, out, x: t[0] / s)  # tangent: dx / s
 def _div_scalar_vjp(s, g, out, x, owned=False):  # d(x / s) = g / s; in g's own buffer when the engine owns it
     if owned and g.dtype.kind == "f" and type(s) is not complex:
         g /= s
         return (g,)
     return (g / s,)
-
-
-_div_scalar_vjp.forward = lambda s, x: floating(x) / s  # noqa: E731
 
 
 def _div_jvp(t, out, a, b):  # d(a / b) = da / b - out db / b

@@ -160,6 +160,7 @@ def _normal_cdf(x):  # Phi(x) as a node (gelu's slope on Tensors), its rule phi(
                      vjp=lambda g, out, x: (g * _normal_pdf(x),), jvp=lambda t, out, x: t[0] * _normal_pdf(x))
 
 
+@saves("out", "inputs", jvp=lambda approximate, t, out, x: _gelu_vjp(approximate, t[0], out, x)[0])  # diagonal
 def _gelu_vjp(approximate, g, out, x):
     """gelu's plain rule: g (Phi(x) + x phi(x)), or for the tanh form g (0.5 (1 + t) + 0.5 x (1 - t^2) u'),
     t = tanh(u); create_graph runs it, backward() the kernel's closure, which reuses the forward's t or Phi."""
@@ -169,9 +170,6 @@ def _gelu_vjp(approximate, g, out, x):
         return (g * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * (k * (1 + 3 * c * x * x))),)
     cdf = _normal_cdf(x) if isinstance(x, Tensor) else 0.5 * (1 + _erf(x / math.sqrt(2)))
     return (g * (cdf + x * _normal_pdf(x)),)
-
-
-_gelu_vjp.jvp = lambda approximate, t, out, x: _gelu_vjp(approximate, t[0], out, x)[0]  # diagonal: dx as g
 
 
 def gelu(a, approximate="none"):
@@ -318,6 +316,7 @@ def _clamp(x, lo, hi):
     return out, lo, hi
 
 
+@saves("out", "inputs", jvp=lambda lo, hi, t, out, *xs: _dual.diagonal_jvp(_clamp_vjp, 2)(lo, hi, t, out, *xs))
 def _clamp_vjp(has_lo, has_hi, g, out, x, *bounds, need=None):  # 1 for x inside [min, max], else for the bound taken
     xd, bd = _dual.value(x), [_dual.value(b) for b in bounds]
     _, lo, hi = _clamp(xd, bd[0] if has_lo else None, bd[-1] if has_hi else None)
@@ -333,7 +332,6 @@ def _clamp_vjp(has_lo, has_hi, g, out, x, *bounds, need=None):  # 1 for x inside
     return grads
 
 
-_clamp_vjp.jvp = lambda has_lo, has_hi, t, out, *xs: _dual.diagonal_jvp(_clamp_vjp, 2)(has_lo, has_hi, t, out, *xs)
 clip = clamp
 
 

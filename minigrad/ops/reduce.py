@@ -51,12 +51,10 @@ def _by_slope(vjp, consts, axes, keepdims, t, out, x):
     return (slope * t[0]).sum(axis=axes, keepdims=keepdims)
 
 
-@saves(jvp=lambda axes, keepdims, t, out, x: t[0].sum(axis=axes, keepdims=keepdims))  # tangent: d sum x = sum dx
+@saves(forward=lambda axes, keepdims, x: x.sum(axis=axes, keepdims=keepdims),
+       jvp=lambda axes, keepdims, t, out, x: t[0].sum(axis=axes, keepdims=keepdims))  # tangent: d sum x = sum dx
 def _sum_vjp(axes, keepdims, g, out, x):  # g copied to every summand
     return (_expand_back(g, x.shape, axes, keepdims),)
-
-
-_sum_vjp.forward = lambda axes, keepdims, x: x.sum(axis=axes, keepdims=keepdims)  # noqa: E731
 
 
 def sum(a, axis=None, keepdims=False, dim=None):
