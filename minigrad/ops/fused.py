@@ -15,7 +15,7 @@ from ..dtypes import floating
 from ..fast.blas import arange, colsum, const, rowdot, rowmax, rowsum
 from ..tensor import Tensor, make_node
 from ._args import _all_finite, _axis, _norm_axes, as_tensor, class_rows, from_rows, weight_bias
-from ._dual import ce_jvp, exp as _exp, linear_jvp, log_softmax_jvp, rowdot as _rowdot, rowsum as _rowsum
+from ._dual import exp as _exp, linear_jvp, log_softmax_jvp, rowdot as _rowdot, rowsum as _rowsum
 from .elementwise import _sigmoid, sigmoid, tanh
 from .linalg import matmul
 from .reduce import _lse, logsumexp, mean
@@ -179,7 +179,7 @@ def cross_entropy(logits, target, ignore_index=-100, label_smoothing=0.0, reduct
     t = target.data if isinstance(target, Tensor) else np.asarray(target)
     out, backward = _cross_entropy_arrays(None, t, ignore_index, label_smoothing, reduction, logits.data)
     return make_node(out, (logits,), backward, "cross_entropy",  # out keeps the logits' dtype (weak scalars)
-                     vjp=partial(_cross_entropy_vjp, t, ignore_index, label_smoothing, reduction), jvp=ce_jvp)
+                     vjp=partial(_cross_entropy_vjp, t, ignore_index, label_smoothing, reduction), jvp=_ce_jvp)
 
 
 def _cross_entropy_arrays(need, t, ignore_index, eps, reduction, x):
@@ -259,6 +259,13 @@ def _cross_entropy_vjp(t, ignore_index, eps, reduction, g, out, logits):
     else:
         d = d * (g / max(int(valid.sum()), 1) if reduction == "mean" else g)
     return (from_rows(d, logits.shape),)
+
+
+def _ce_jvp(target, ignore_index, eps, reduction, t, out, logits):
+    """cross_entropy's tangent: its rule's slopes (the rule with g = 1) times dx, summed over the classes (and
+    over the rows, unless reduction='none')."""
+    slope = _cross_entropy_vjp(target, ignore_index, eps, reduction, np.ones(out.shape, out.dtype), out, logits)[0]
+    return (slope * t[0]).sum(axis=None if reduction != "none" else 0 if logits.ndim == 1 else 1)
 
 
 def layer_norm_reference(x, normalized_shape, weight=None, bias=None, eps=1e-5):
