@@ -14,7 +14,7 @@ from ..autograd.backward import saves
 from ..dtypes import floating
 from ..fast.blas import arange, colsum, const, rowdot, rowmax, rowsum
 from ..tensor import Tensor, make_node
-from ._args import _all_finite, _axis, _norm_axes, as_tensor, class_rows, from_rows, weight_bias
+from ._args import _all_finite, _axis, _norm_axes, as_tensor, class_rows, from_rows, kind_array, weight_bias
 from ._dual import exp as _exp, linear_jvp, log_softmax_jvp, rowdot as _rowdot, rowsum as _rowsum
 from .elementwise import _sigmoid, sigmoid, tanh
 from .linalg import matmul
@@ -176,7 +176,7 @@ def cross_entropy(logits, target, ignore_index=-100, label_smoothing=0.0, reduct
     logits (N, C) with target (N,), or (C,) with target (), or (N, C, d1, ...) with target (N, d1, ...).
     """
     logits = as_tensor(logits)
-    t = target.data if isinstance(target, Tensor) else np.asarray(target)
+    t = kind_array(target, "iu", "cross_entropy: target must hold integer class indices")
     out, backward = _cross_entropy_arrays(None, t, ignore_index, label_smoothing, reduction, logits.data)
     return make_node(out, (logits,), backward, "cross_entropy",  # out keeps the logits' dtype (weak scalars)
                      vjp=partial(_cross_entropy_vjp, t, ignore_index, label_smoothing, reduction), jvp=_ce_jvp)
@@ -184,8 +184,6 @@ def cross_entropy(logits, target, ignore_index=-100, label_smoothing=0.0, reduct
 
 def _cross_entropy_arrays(need, t, ignore_index, eps, reduction, x):
     """cross_entropy on arrays: (its output, its backward closure); need is unused (one input)."""
-    if t.dtype.kind not in "iu":
-        raise TypeError(f"cross_entropy: target must hold integer class indices, got dtype {t.dtype}")
     if x.ndim == 2 and t.shape == x.shape[:1]:  # (N, C) with (N,), the usual case: rows already
         xr, tr, C = x, t, x.shape[1]
     else:
