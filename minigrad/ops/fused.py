@@ -252,16 +252,12 @@ def _cross_entropy_vjp(t, ignore_index, eps, reduction, g, out, logits):
     target += eps / C
     p = softmax(rows, axis=-1) if isinstance(rows, Tensor) else softmax(Tensor(rows), axis=-1).data
     d = (p - target) * valid[:, None].astype(rows.dtype)
-    if reduction == "none":
-        d = d * g.reshape(-1, 1)
-    else:
-        d = d * (g / max(int(valid.sum()), 1) if reduction == "mean" else g)
-    return (from_rows(d, logits.shape),)
+    scale = g.reshape(-1, 1) if reduction == "none" else g / max(int(valid.sum()), 1) if reduction == "mean" else g
+    return (from_rows(d * scale, logits.shape),)
 
 
 def _ce_jvp(target, ignore_index, eps, reduction, t, out, logits):
-    """cross_entropy's tangent: its rule's slopes (the rule with g = 1) times dx, summed over the classes (and
-    over the rows, unless reduction='none')."""
+    """cross_entropy's tangent: the rule's slopes (g = 1) times dx, summed over classes (rows too, but for 'none')."""
     slope = _cross_entropy_vjp(target, ignore_index, eps, reduction, np.ones(out.shape, out.dtype), out, logits)[0]
     return (slope * t[0]).sum(axis=None if reduction != "none" else 0 if logits.ndim == 1 else 1)
 
@@ -278,9 +274,7 @@ def layer_norm_reference(x, normalized_shape, weight=None, bias=None, eps=1e-5):
 def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
     """Normalise over the trailing `normalized_shape` dims, then scale and shift; the fused form of
     layer_norm_reference (one node)."""
-    if isinstance(normalized_shape, int):
-        normalized_shape = (normalized_shape,)
-    normalized_shape = tuple(normalized_shape)
+    normalized_shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
     k = len(normalized_shape)
     x = as_tensor(x)
     weight, bias = (None if p is None else as_tensor(p) for p in (weight, bias))
