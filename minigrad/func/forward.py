@@ -299,13 +299,10 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
                     raise NotImplementedError(f"{e}. ({fname} vmaps jvp over the columns, as torch.func.jacfwd; "
                                               f"jacrev(..., chunk_size=1) computes a Jacobian without vmap)") from e
             keep = _state.depth > 1 or running() or _state.outer_graph(list(cols))
-            per_out = []
-            for c, (oshape, dtype) in zip(cols, found["shapes"]):
-                blocks, start = [], 0
-                for (shape, _), n in zip(shapes, sizes):
-                    blocks.append(_columns(c, start, n, oshape, shape, dtype, keep))
-                    start += n
-                per_out.append(blocks)
+            starts = np.cumsum([0] + sizes[:-1])  # each input leaf's first column
+            per_out = [[_columns(c, s, n, oshape, shape, dtype, keep)
+                        for (shape, _), s, n in zip(shapes, starts, sizes)]
+                       for c, (oshape, dtype) in zip(cols, found["shapes"])]
         jac = tree_unflatten([unflatten_args(j, trees, many) for j in per_out], found["spec"])
         return (jac, aux) if has_aux else jac
     wrapper.__name__ = f"jacfwd_{_state.name_of(func)}"

@@ -203,10 +203,9 @@ def jacrev(func, argnums=0, has_aux=False, *, chunk_size=None):
             else:
                 rows = _rows_by_vmap(fname, outs, sizes, inputs, chunk_size)
             graph = keep or _vmap.running()  # (a differentiable reshape: an outer transform looks through it)
-            per_out, start = [], 0
-            for o, n in zip(outs, sizes):
-                per_out.append([_block(r, start, n, o.shape, x.shape, graph) for r, x in zip(rows, inputs)])
-                start += n
+            starts = np.cumsum([0] + sizes[:-1])  # each output leaf's first row
+            per_out = [[_block(r, s, n, o.shape, x.shape, graph) for r, x in zip(rows, inputs)]
+                       for o, s, n in zip(outs, starts, sizes)]
         jac = tree_unflatten([unflatten_args(j, trees, many) for j in per_out], ospec)
         return (jac, _detach(aux, keep)) if has_aux else jac
     return wrapper
