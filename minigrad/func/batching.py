@@ -20,7 +20,7 @@ import numpy as np
 
 from .. import ops
 from ..autograd.higher import ArrayBackward
-from ..ops import fused as _fused, indexing as _indexing
+from ..ops import indexing as _indexing
 from ..ops._args import weight_bias
 from ..tensor import Tensor, make_node
 from ._batched import BatchedTensor, _arrays, _levels_of, _running, _sizes, check_example0, wrap
@@ -340,19 +340,13 @@ def _einsum(b):
 
 # ---- fused kernels: the kernel on the batch when only its data input is batched, else its plain form ----
 
-def _linear(b):
-    x, rest = b.parents[0], b.parents[1:]
-    if not any(b.batched(p) for p in rest):
-        return ops.linear(b.phys(x), *rest)
-    return _fused.linear_reference(*b.parents)
-
-
-def _layer_norm(b):
-    x, rest = b.parents[0], b.parents[1:]
-    shape, eps, has_weight = b.consts
-    if not any(b.batched(p) for p in rest):
-        return ops.layer_norm(b.phys(x), shape, *weight_bias(rest, has_weight), eps)
-    return b.reference(*b.parents)
+def _kernel(op):
+    """op(b, x, *rest): the kernel itself on the batch, when only its data input x is batched."""
+    def rule(b):
+        if any(b.batched(p) for p in b.parents[1:]):
+            return b.reference(*b.parents)
+        return op(b, b.phys(b.parents[0]), *b.parents[1:])
+    return rule
 
 
 def _masked_softmax(b):  # attention/softmax.py's node: its array forward and rule, the axis shifted
@@ -417,7 +411,10 @@ RULES = {
     "tril": _tri, "triu": _tri,
     "getitem": _getitem, "gather": _gather, "index_take": _index_op, "index_scatter": _index_op,
     "matmul": _matmul, "einsum": _einsum,
-    "linear": _linear, "layer_norm": _layer_norm, "gru_cell": _reference, "cross_entropy": _cross_entropy,
+    # (layer_norm's constants: shape, eps, has_weight)
+    "linear": _kernel(lambda b, x, *rest: ops.linear(x, *rest)),
+    "layer_norm": _kernel(lambda b, x, *wb: ops.layer_norm(x, b.consts[0], *weight_bias(wb, b.consts[2]), b.consts[1])),
+    "gru_cell": _reference, "cross_entropy": _cross_entropy,
     "input": lambda b: ops.clone(b.phys(b.parents[0])),  # reverse.py's stand-in (an identity over an outer tensor)
     "masked_softmax": _masked_softmax,
 }
