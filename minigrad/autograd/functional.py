@@ -53,12 +53,9 @@ def hvp(func, inputs, v, create_graph=False):
         if out.data.size != 1:
             raise RuntimeError(f"hvp: func must return a single-element Tensor, got shape {out.shape}")
         gs = grad(out, list(xs), create_graph=True, allow_unused=True)
-        dot = None
-        for g, u in zip(gs, vs):
-            if g is None:
-                continue
-            term = (g * (u if isinstance(u, type(g)) else type(g)(np.asarray(u, g.dtype)))).sum()
-            dot = term if dot is None else dot + term
+        terms = [(g * (u if isinstance(u, type(g)) else type(g)(np.asarray(u, g.dtype)))).sum()
+                 for g, u in zip(gs, vs) if g is not None]
+        dot = sum(terms[1:], terms[0]) if terms else None  # <gradient, v>
         if dot is None or not dot.requires_grad:  # func is linear in its inputs: H = 0
             hs = (None,) * len(xs)
         else:

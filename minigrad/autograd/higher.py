@@ -184,10 +184,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     output: 1), Tensors or arrays. .grad is not touched. With create_graph=True the gradients are Tensors
     with a graph (differentiate them again); retain_graph defaults to create_graph, as in torch.
     """
-    single_out = not isinstance(outputs, (list, tuple))
-    outputs = [outputs] if single_out else list(outputs)
-    single_in = not isinstance(inputs, (list, tuple))
-    inputs = [inputs] if single_in else list(inputs)
+    outputs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
+    inputs = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
     if not outputs:
         raise ValueError("grad: outputs is empty")
     if not inputs:
@@ -207,8 +205,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
             raise RuntimeError(f"grad: output {i} does not require grad and has no graph")
         seeds.append(seed(o, go, f"grad: grad_outputs[{i}]"))
         roots.append(o)
-    out = walk(roots, seeds, inputs, create_graph, retain_graph, allow_unused)
-    return tuple(out)
+    return tuple(walk(roots, seeds, inputs, create_graph, retain_graph, allow_unused))
 
 
 def seed(o, go, what):

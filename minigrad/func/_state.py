@@ -6,6 +6,7 @@ import numpy as np
 
 from ..autograd.backward import _topo
 from ..tensor import Tensor
+from ._pytree import tree_flatten
 
 depth = 0  # grad, vjp, jacrev, jvp, jacfwd, vmap calls now running, one inside another
 _internal = {}  # id -> weakref of the leaves transforms made to differentiate with respect to (no outer graph)
@@ -77,6 +78,16 @@ def split_aux(fname, out, has_aux):
         raise TypeError(f"{fname}: with has_aux=True the function must return a pair (output, aux), got "
                         f"{type(out).__name__}")
     return out[0], out[1]
+
+
+def tensor_leaves(fname, out):
+    """(leaves, spec) of a function's output, which must be a pytree of Tensors (an error naming the leaf if not)."""
+    outs, spec = tree_flatten(out)
+    for k, o in enumerate(outs):
+        if not isinstance(o, Tensor):
+            raise TypeError(f"{fname}: the function must return Tensors (a pytree of them), got "
+                            f"{type(o).__name__} at output leaf {k}")
+    return outs, spec
 
 
 def name_of(f):

@@ -20,7 +20,8 @@ import numpy as np
 
 from .. import ops
 from ..autograd.higher import ArrayBackward
-from ..ops import fused as _fused, indexing as _indexing
+from ..ops import indexing as _indexing
+from ..ops._args import weight_bias
 from ..tensor import Tensor, make_node
 from ._batched import BatchedTensor, _arrays, _levels_of, _running, _sizes, check_example0, wrap
 
@@ -122,19 +123,13 @@ def _binary(op):
     return _elementwise(lambda b, *xs: op(*xs) if len(xs) == 2 else op(xs[0], b.consts[0]))
 
 
-def _where(b):
+def _where(b):  # where(cond, x, y), and masked_fill(x, mask, value) as where(mask, value, x); cond batched or not
     c = b.extras[0] if b.extras else b.consts[0]
-    rank = max(b.parents[0].ndim, b.parents[1].ndim, c.ndim)
+    rank = max(c.ndim, *(p.ndim for p in b.parents))
     cond = b.phys(c, rank).data if b.batched(c) else c
+    if b.name == "masked_fill":
+        return ops.where(cond, np.asarray(b.consts[1], b.parents[0].dtype), b.phys(b.parents[0], rank))
     return ops.where(cond, b.phys(b.parents[0], rank), b.phys(b.parents[1], rank))
-
-
-def _masked_fill(b):
-    m = b.extras[0] if b.extras else b.consts[0]
-    x = b.parents[0]
-    rank = max(x.ndim, m.ndim)
-    mask = b.phys(m, rank).data if b.batched(m) else m
-    return ops.where(mask, np.asarray(b.consts[1], x.dtype), b.phys(x, rank))
 
 
 def _clamp(b):
@@ -142,10 +137,6 @@ def _clamp(b):
     rank = max(p.ndim for p in b.parents)
     xs = [b.phys(p, rank) for p in b.parents]
     return ops.clamp(xs[0], xs[1] if has_lo else None, xs[-1] if has_hi else None)
-
-
-def _round(b):
-    return ops.round(b.phys(b.parents[0]), b.consts[0])
 
 
 # ---- reductions and axis ops -------------------------------------------------------------------------
@@ -204,11 +195,6 @@ def _permute(b):
     return ops.permute(b.phys(b.parents[0]), tuple(range(b.nb)) + tuple(int(p) + b.nb for p in perm))
 
 
-def _swapaxes(b):
-    nd = b.parents[0].ndim
-    return ops.swapaxes(b.phys(b.parents[0]), b.shift(b.consts[0], nd), b.shift(b.consts[1], nd))
-
-
 def _join(op):
     def rule(b):
         rank = max(p.ndim for p in b.parents)
@@ -233,10 +219,6 @@ def _tile(b):
     reps, shape = b.consts
     x = b.phys(b.parents[0])
     return ops.tile(ops.reshape(x, x.shape[:b.nb] + shape), (1,) * b.nb + tuple(reps))
-
-
-def _flip(b):
-    return ops.flip(b.phys(b.parents[0]), b.shift_all(b.consts[0], b.parents[0].ndim))
 
 
 def _roll(b):
@@ -358,21 +340,13 @@ def _einsum(b):
 
 # ---- fused kernels: the kernel on the batch when only its data input is batched, else its plain form ----
 
-def _linear(b):
-    x, rest = b.parents[0], b.parents[1:]
-    if not any(b.batched(p) for p in rest):
-        return ops.linear(b.phys(x), *rest)
-    return _fused.linear_reference(*b.parents)
-
-
-def _layer_norm(b):
-    x, rest = b.parents[0], b.parents[1:]
-    shape, eps, has_weight = b.consts
-    if not any(b.batched(p) for p in rest):
-        w = rest[0] if has_weight else None
-        bias = rest[1 if has_weight else 0] if len(rest) > has_weight else None
-        return ops.layer_norm(b.phys(x), shape, w, bias, eps)
-    return b.reference(*b.parents)
+def _kernel(op):
+    """op(b, x, *rest): the kernel itself on the batch, when only its data input x is batched."""
+    def rule(b):
+        if any(b.batched(p) for p in b.parents[1:]):
+            return b.reference(*b.parents)
+        return op(b, b.phys(b.parents[0]), *b.parents[1:])
+    return rule
 
 
 def _masked_softmax(b):  # attention/softmax.py's node: its array forward and rule, the axis shifted
@@ -413,10 +387,6 @@ def _cross_entropy(b):
     return total / Tensor(count)
 
 
-def _input(b):  # reverse.py's stand-in (an identity node over a tensor in an outer graph)
-    return ops.clone(b.phys(b.parents[0]))
-
-
 RULES = {
     "add": _binary(ops.add), "sub": _binary(ops.sub), "mul": _binary(ops.mul), "div": _binary(ops.div),
     "pow": _binary(ops.pow), "floor_divide": _binary(ops.floor_divide), "remainder": _binary(ops.remainder),
@@ -426,22 +396,29 @@ RULES = {
     "rpow": _elementwise(lambda b, x: ops.rpow(x, b.consts[0])),
     "astype": _elementwise(lambda b, x: ops.astype(x, b.out0.dtype)),
     "gelu": _elementwise(lambda b, x: ops.gelu(x, approximate=b.consts[0])),
-    "where": _where, "masked_fill": _masked_fill, "clamp": _clamp, "round": _round,
+    "where": _where, "masked_fill": _where, "clamp": _clamp,
+    "round": lambda b: ops.round(b.phys(b.parents[0]), b.consts[0]),
     "sum": _reduce(ops.sum), "mean": _reduce(ops.mean), "prod": _reduce(ops.prod),
     "logsumexp": _reduce(ops.logsumexp), "max": _reduce(ops.amax), "min": _reduce(ops.amin),
     "amax": _reduce(ops.amax), "amin": _reduce(ops.amin),
     "var": _reduce(ops.var, _correction), "std": _reduce(ops.std, _correction),
     "norm": _norm, "cumsum": _cumsum,
     "softmax": _softmax(ops.softmax), "log_softmax": _softmax(ops.log_softmax),
-    "reshape": _reshape, "expand": _expand, "permute": _permute, "transpose": _permute, "swapaxes": _swapaxes,
-    "concat": _join(ops.concat), "stack": _join(ops.stack), "pad": _pad, "tile": _tile, "flip": _flip, "roll": _roll,
+    "reshape": _reshape, "expand": _expand, "permute": _permute, "transpose": _permute,
+    "swapaxes": lambda b: ops.swapaxes(b.phys(b.parents[0]), *b.shift_all(b.consts, b.parents[0].ndim)),
+    "flip": lambda b: ops.flip(b.phys(b.parents[0]), b.shift_all(b.consts[0], b.parents[0].ndim)),
+    "concat": _join(ops.concat), "stack": _join(ops.stack), "pad": _pad, "tile": _tile, "roll": _roll,
     "tril": _tri, "triu": _tri,
     "getitem": _getitem, "gather": _gather, "index_take": _index_op, "index_scatter": _index_op,
     "matmul": _matmul, "einsum": _einsum,
-    "linear": _linear, "layer_norm": _layer_norm, "gru_cell": _reference, "cross_entropy": _cross_entropy,
-    "input": _input, "masked_softmax": _masked_softmax,
+    # (layer_norm's constants: shape, eps, has_weight)
+    "linear": _kernel(lambda b, x, *rest: ops.linear(x, *rest)),
+    "layer_norm": _kernel(lambda b, x, *wb: ops.layer_norm(x, b.consts[0], *weight_bias(wb, b.consts[2]), b.consts[1])),
+    "gru_cell": _reference, "cross_entropy": _cross_entropy,
+    "input": lambda b: ops.clone(b.phys(b.parents[0])),  # reverse.py's stand-in (an identity over an outer tensor)
+    "masked_softmax": _masked_softmax,
 }
-TAKES_EXTRAS = (_where, _masked_fill, _getitem, _gather, _cross_entropy)  # rules that batch a non-input argument
+TAKES_EXTRAS = (_where, _getitem, _gather, _cross_entropy)  # rules that batch a non-input argument
 for _name in ("exp", "log", "sqrt", "abs", "tanh", "sigmoid", "relu", "softplus", "sin", "cos", "log1p", "expm1",
               "sign", "floor", "ceil", "neg", "clone"):
     RULES[_name] = _unary(getattr(ops, _name))

@@ -224,15 +224,10 @@ def _as_tangent(t, x, fname, where):
     return t if t.dtype == dtype else t.astype(dtype)
 
 
-def _out_tangents(fname, outs, level):
-    res = []
-    for k, o in enumerate(outs):
-        if not isinstance(o, Tensor):
-            raise TypeError(f"{fname}: the function must return Tensors (a pytree of them), got "
-                            f"{type(o).__name__} at output leaf {k}")
-        t = level.tangents.get(o)
-        res.append(Tensor(np.zeros(o.shape, o.dtype)) if t is None else t)
-    return res
+def _out_tangents(outs, level):
+    """Each output's tangent at the level (zeros for one that has none)."""
+    ts = [level.tangents.get(o) for o in outs]
+    return [Tensor(np.zeros(o.shape, o.dtype)) if t is None else t for o, t in zip(outs, ts)]
 
 
 def jvp(func, primals, tangents, has_aux=False):
@@ -256,8 +251,8 @@ def jvp(func, primals, tangents, has_aux=False):
     with _state.running():
         out, level = _run(fname, func, primals, at, ts)
         out, aux = _state.split_aux(fname, out, has_aux)
-        outs, ospec = tree_flatten(out)
-        touts = _out_tangents(fname, outs, level)
+        outs, ospec = _state.tensor_leaves(fname, out)
+        touts = _out_tangents(outs, level)
         if _state.depth == 1 and not _state.outer_graph(outs + touts):  # the top level: plain results
             out = tree_unflatten([o.detach() for o in outs], ospec)
             touts = [t.detach() for t in touts]
@@ -289,9 +284,9 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
         def columns(*ts):
             out, level = _run(fname, func, args, at, list(ts), kwargs)
             out, aux = _state.split_aux(fname, out, has_aux)
-            outs, found["spec"] = tree_flatten(out)
+            outs, found["spec"] = _state.tensor_leaves(fname, out)
             found["shapes"] = [(o.shape, o.dtype) for o in outs]
-            return tuple(_out_tangents(fname, outs, level)), aux
+            return tuple(_out_tangents(outs, level)), aux
         columns.__name__ = fname
         with _state.running():
             if sum(sizes) == 0:  # no input entries at all: run once for the output's structure
@@ -304,13 +299,10 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
                     raise NotImplementedError(f"{e}. ({fname} vmaps jvp over the columns, as torch.func.jacfwd; "
                                               f"jacrev(..., chunk_size=1) computes a Jacobian without vmap)") from e
             keep = _state.depth > 1 or running() or _state.outer_graph(list(cols))
-            per_out = []
-            for c, (oshape, dtype) in zip(cols, found["shapes"]):
-                blocks, start = [], 0
-                for (shape, _), n in zip(shapes, sizes):
-                    blocks.append(_columns(c, start, n, oshape, shape, dtype, keep))
-                    start += n
-                per_out.append(blocks)
+            starts = np.cumsum([0] + sizes[:-1])  # each input leaf's first column
+            per_out = [[_columns(c, s, n, oshape, shape, dtype, keep)
+                        for (shape, _), s, n in zip(shapes, starts, sizes)]
+                       for c, (oshape, dtype) in zip(cols, found["shapes"])]
         jac = tree_unflatten([unflatten_args(j, trees, many) for j in per_out], found["spec"])
         return (jac, aux) if has_aux else jac
     wrapper.__name__ = f"jacfwd_{_state.name_of(func)}"

@@ -67,10 +67,11 @@ def _prepare(fname, args, argnums):
     return args, trees, many
 
 
-def _reaches_outside(outs, inputs):
-    """True if the outputs' graph reaches a tensor that requires grad other than the stand-ins (an argument or
-    a closed-over tensor in a graph of its own): the sweep must then keep its graph (create_graph)."""
-    return _state.outer_graph(map(_vmap.physical, outs), set(map(_vmap.physical, inputs)))
+def _keep_graph(outs, inputs):
+    """True if the sweep must keep its graph (create_graph): another transform runs outside this one, or the
+    outputs' graph reaches a tensor that requires grad other than the stand-ins (an argument or a closed-over
+    tensor in a graph of its own)."""
+    return _state.depth > 1 or _state.outer_graph(map(_vmap.physical, outs), set(map(_vmap.physical, inputs)))
 
 
 def _sweep(outs, seeds, inputs, create_graph):
@@ -78,15 +79,20 @@ def _sweep(outs, seeds, inputs, create_graph):
     rewrap = None
     if _vmap.running():  # under vmap: the sweep runs on the physical (batched) graph, seeded per example
         outs, seeds, inputs, rewrap = _vmap.sweep_args(outs, seeds, inputs)
-    live = [(o, s) for o, s in zip(outs, seeds) if o.requires_grad]
-    if live:
-        with enable_grad():
-            gs = _autograd_grad([o for o, _ in live], list(inputs), [s for _, s in live], retain_graph=True,
-                                create_graph=create_graph, allow_unused=True)
-    else:
-        gs = [None] * len(inputs)
-    gs = [Tensor(np.zeros(x.shape, x.dtype)) if g is None else g for g, x in zip(gs, inputs)]
+    gs = [Tensor(np.zeros(x.shape, x.dtype)) if g is None else g
+          for g, x in zip(_grads(outs, seeds, inputs, create_graph), inputs)]
     return gs if rewrap is None else rewrap(gs)
+
+
+def _grads(outs, seeds, inputs, create_graph):
+    """The engine's sweep (autograd.grad) from the outputs that have a graph, seeded, to the inputs: a gradient
+    or None for each input."""
+    live = [(o, s) for o, s in zip(outs, seeds) if o.requires_grad]
+    if not live:
+        return [None] * len(inputs)
+    with enable_grad():
+        return _autograd_grad([o for o, _ in live], list(inputs), [s for _, s in live], retain_graph=True,
+                              create_graph=create_graph, allow_unused=True)
 
 
 def _detach(tree, keep):
@@ -107,25 +113,25 @@ def grad_and_value(func, argnums=0, has_aux=False):
 
 def _call(fname, func, args, kwargs, argnums, has_aux):
     """func(*args, **kwargs) under grad mode, the arguments at argnums made fresh leaves (_prepare):
-    (their (leaves, spec) trees, whether argnums was a tuple, the output, the aux or None)."""
+    (their (leaves, spec) trees, whether argnums was a tuple, the leaves in a row, the output, the aux or None)."""
     args, trees, many = _prepare(fname, args, argnums)
     with enable_grad():
         out = func(*args, **kwargs)
-    return (trees, many) + tuple(_state.split_aux(fname, out, has_aux))
+    inputs = [x for leaves, _ in trees for x in leaves]
+    return (trees, many, inputs) + tuple(_state.split_aux(fname, out, has_aux))
 
 
 def _grad_and_value(func, argnums, has_aux, fname):
     @wraps(func)
     def wrapper(*args, **kwargs):
         with _state.running():
-            trees, many, out, aux = _call(fname, func, args, kwargs, argnums, has_aux)
+            trees, many, inputs, out, aux = _call(fname, func, args, kwargs, argnums, has_aux)
             if not isinstance(out, Tensor):
                 raise TypeError(f"{fname}: the function must return a Tensor (one element), got {type(out).__name__}")
             if out.data.size != 1:
                 raise RuntimeError(f"{fname}: the function must return a one-element Tensor to take its gradient, "
                                    f"got shape {out.shape} (use vjp or jacrev for other outputs)")
-            inputs = [x for leaves, _ in trees for x in leaves]
-            keep = _state.depth > 1 or _reaches_outside([out], inputs)
+            keep = _keep_graph([out], inputs)
             gs = _sweep([out], [Tensor(np.ones(out.shape, out.dtype))], inputs, keep)
         g = unflatten_args(gs, trees, many)
         value = _detach(out, keep)
@@ -153,17 +159,9 @@ def vjp(func, *primals, has_aux=False):
     if not primals:
         raise ValueError(f"{fname}: give at least one primal to differentiate at")
     with _state.running():
-        args, trees, _ = _prepare(fname, primals, tuple(range(len(primals))))
-        with enable_grad():
-            out = func(*args)
-        out, aux = _state.split_aux(fname, out, has_aux)
-        outs, ospec = tree_flatten(out)
-        for k, o in enumerate(outs):
-            if not isinstance(o, Tensor):
-                raise TypeError(f"{fname}: the function must return Tensors (a pytree of them), got "
-                                f"{type(o).__name__} at output leaf {k}")
-        inputs = [x for leaves, _ in trees for x in leaves]
-        keep = _state.depth > 1 or _reaches_outside(outs, inputs)
+        trees, _, inputs, out, aux = _call(fname, func, primals, {}, tuple(range(len(primals))), has_aux)
+        outs, ospec = _state.tensor_leaves(fname, out)
+        keep = _keep_graph(outs, inputs)
 
     def vjp_fn(cotangents):
         cts, cspec = tree_flatten(cotangents)
@@ -196,23 +194,18 @@ def jacrev(func, argnums=0, has_aux=False, *, chunk_size=None):
     @wraps(func)
     def wrapper(*args, **kwargs):
         with _state.running():
-            trees, many, out, aux = _call(fname, func, args, kwargs, argnums, has_aux)
-            outs, ospec = tree_flatten(out)
-            for o in outs:
-                if not isinstance(o, Tensor):
-                    raise TypeError(f"{fname}: the function must return Tensors, got {type(o).__name__}")
-            inputs = [x for leaves, _ in trees for x in leaves]
-            keep = _state.depth > 1 or _reaches_outside(outs, inputs)
+            trees, many, inputs, out, aux = _call(fname, func, args, kwargs, argnums, has_aux)
+            outs, ospec = _state.tensor_leaves(fname, out)
+            keep = _keep_graph(outs, inputs)
             sizes = [int(np.prod(o.shape)) for o in outs]
             if chunk_size == 1 or sum(sizes) == 0:
                 rows = _rows_one_by_one(outs, sizes, inputs, keep)
             else:
                 rows = _rows_by_vmap(fname, outs, sizes, inputs, chunk_size)
             graph = keep or _vmap.running()  # (a differentiable reshape: an outer transform looks through it)
-            per_out, start = [], 0
-            for o, n in zip(outs, sizes):
-                per_out.append([_block(r, start, n, o.shape, x.shape, graph) for r, x in zip(rows, inputs)])
-                start += n
+            starts = np.cumsum([0] + sizes[:-1])  # each output leaf's first row
+            per_out = [[_block(r, s, n, o.shape, x.shape, graph) for r, x in zip(rows, inputs)]
+                       for o, s, n in zip(outs, starts, sizes)]
         jac = tree_unflatten([unflatten_args(j, trees, many) for j in per_out], ospec)
         return (jac, _detach(aux, keep)) if has_aux else jac
     return wrapper
@@ -222,13 +215,8 @@ def _rows_by_vmap(fname, outs, sizes, inputs, chunk_size):
     """The Jacobian's rows, stacked, one per input ((rows,) + its shape): vjp_fn vmapped over the basis."""
     def rows(*cts):
         pouts, seeds, pins, rewrap = _vmap.sweep_rows(outs, cts, inputs)
-        live = [(o, s) for o, s in zip(pouts, seeds) if o.requires_grad]
-        gs = [None] * len(pins)
-        if live:
-            with enable_grad():  # (rules on Tensors, so that they batch over the rows)
-                gs = _autograd_grad([o for o, _ in live], pins, [s for _, s in live], retain_graph=True,
-                                    create_graph=True, allow_unused=True)
-        return tuple(Tensor(np.zeros(x.shape, x.dtype)) if g is None else g for g, x in zip(rewrap(gs), inputs))
+        gs = rewrap(_grads(pouts, seeds, pins, True))  # (rules on Tensors, so that they batch over the rows)
+        return tuple(Tensor(np.zeros(x.shape, x.dtype)) if g is None else g for g, x in zip(gs, inputs))
     rows.__name__ = fname
     total, shapes = sum(sizes), [(o.shape, o.dtype) for o in outs]
     step = total if chunk_size is None else chunk_size

@@ -51,10 +51,7 @@ class _Hook:
     def node(self, data, parents, rule, name, jvp=None):
         reads = list(_reads)
         _reads.clear()
-        batched = False
-        for p in parents:
-            if type(p) is BatchedTensor:
-                batched = True
+        batched = BatchedTensor in map(type, parents)
         extras = []
         if reads:  # a batched tensor read but not an input: one the op keeps as a constant (a mask, an index, a
             held = _constants(rule)  # target) is an argument its rule must batch; a transform's own reads are not

@@ -10,7 +10,7 @@ from ..ops import (gelu, layer_norm, linear, log_softmax, relu, sigmoid, softmax
                    softplus, tanh)
 from ..random import _sample, get_rng
 from ..ops import _dual, as_tensor
-from ..ops._args import class_rows
+from ..ops._args import class_rows, kind_array
 from ..tensor import Tensor, make_node
 from .conv import avg_pool2d, conv2d, max_pool2d  # noqa: F401  (F.conv2d, F.max_pool2d, F.avg_pool2d)
 from .sampling import affine_grid, grid_sample  # noqa: F401  (spatial transformers: sampling.py)
@@ -50,9 +50,7 @@ def _dropout_scale(shape, p, dtype):
 
 def one_hot(index, num_classes):
     """Integer indices (...) -> float tensor (..., num_classes) of 0/1, without gradient."""
-    idx = index.data if isinstance(index, Tensor) else np.asarray(index)
-    if idx.dtype.kind not in "iu":
-        raise TypeError(f"one_hot: indices must be integers, got dtype {idx.dtype}")
+    idx = kind_array(index, "iu", "one_hot: indices must be integers")
     if idx.size and (idx.min() < 0 or idx.max() >= num_classes):
         raise IndexError(f"one_hot: indices must be in [0, {num_classes}), got range [{idx.min()}, {idx.max()}]")
     return Tensor(np.eye(num_classes, dtype=get_default_dtype())[idx])
@@ -113,13 +111,6 @@ def _weight_vector(weight, C, name):
     return w
 
 
-def _indices(target, name):
-    t = target.data if isinstance(target, Tensor) else np.asarray(target)
-    if t.dtype.kind not in "iu":
-        raise TypeError(f"{name}: target must hold integer class indices, got dtype {t.dtype}")
-    return t
-
-
 def _rows(x, name, t):
     """(M, C) rows of an (N, C, d1, ...) / (C,) input, with the target flattened to (M,)."""
     if x.ndim == 0 or (x.shape[:1] + x.shape[2:] if x.ndim > 1 else ()) != t.shape:
@@ -138,7 +129,7 @@ def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
     """
     input = as_tensor(input)
     _check_reduction(reduction, "nll_loss")
-    t = _indices(target, "nll_loss")
+    t = kind_array(target, "iu", "nll_loss: target must hold integer class indices")
     rows, tr, C = _rows(input, "nll_loss", t)
     w = _weight_vector(weight, C, "nll_loss")
     valid = tr != ignore_index
@@ -172,7 +163,7 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
     if weight is None:  # the fused kernel: one node, its backward is softmax - onehot
         return ops.cross_entropy(input, target, ignore_index=ignore_index, label_smoothing=label_smoothing,
                                  reduction=reduction)
-    t = _indices(target, "cross_entropy")
+    t = kind_array(target, "iu", "cross_entropy: target must hold integer class indices")
     logp = ops.log_softmax(input, axis=0 if input.ndim == 1 else 1)
     nll = nll_loss(logp, t, weight, ignore_index, reduction)
     if not label_smoothing:

@@ -4,6 +4,7 @@ import math
 import numpy as np
 
 from .. import ops
+from ..ops._args import kind_array
 from ..tensor import Tensor
 from . import functional as F
 from .init import kaiming_uniform_, normal_, ones_, uniform_, zeros_
@@ -52,9 +53,7 @@ class Embedding(Module):
 
     def forward(self, idx):
         """Integer indices (...) -> rows of weight (..., embedding_dim); the padding_idx row gets no gradient."""
-        i = idx.data if isinstance(idx, Tensor) else np.asarray(idx)
-        if i.dtype.kind not in "iu":
-            raise TypeError(f"Embedding: indices must be integers, got dtype {i.dtype}")
+        i = kind_array(idx, "iu", "Embedding: indices must be integers")
         if i.size and (i.min() < 0 or i.max() >= self.num_embeddings):
             raise IndexError(f"Embedding: indices must be in [0, {self.num_embeddings}), "
                              f"got range [{i.min()}, {i.max()}]")
@@ -130,10 +129,11 @@ class Dropout(Module):
 
 class _Activation(Module):
     fn = None
+    options = ()  # the attributes fn takes after x, in its order
 
     def forward(self, x):
-        """The activation applied elementwise to x; same shape as x."""
-        return type(self).fn(x)
+        """The activation (fn, with this module's options) applied to x; same shape as x."""
+        return type(self).fn(x, *[getattr(self, o) for o in self.options])
 
 
 class ReLU(_Activation):
@@ -156,28 +156,22 @@ class SiLU(_Activation):
     fn = staticmethod(F.silu)
 
 
-class GELU(Module):
+class GELU(_Activation):
     """GELU as a module (torch.nn.GELU): approximate='none' (exact erf) or 'tanh'."""
+    fn, options = staticmethod(ops.gelu), ("approximate",)
 
     def __init__(self, approximate="none"):
         super().__init__()
         self.approximate = approximate
 
-    def forward(self, x):
-        """GELU of x elementwise (see ops.gelu); same shape as x."""
-        return ops.gelu(x, self.approximate)
 
-
-class Softmax(Module):
-    """Softmax along `dim` (default -1) as a module (torch.nn.Softmax)."""
+class Softmax(_Activation):
+    """Softmax along `dim` (default -1) as a module (torch.nn.Softmax): each slice sums to 1."""
+    fn, options = staticmethod(ops.softmax), ("dim",)
 
     def __init__(self, dim=-1):
         super().__init__()
         self.dim = dim
-
-    def forward(self, x):
-        """Softmax of x along self.dim; same shape as x, each slice summing to 1."""
-        return ops.softmax(x, self.dim)
 
 
 class Identity(Module):

@@ -11,9 +11,11 @@ __all__ = ("CrossEntropyLoss", "NLLLoss", "BCEWithLogitsLoss", "BCELoss", "MSELo
 
 
 class _Loss(Module):
-    """A loss module: options at construction, forward(input, target) calls the function."""
+    """A loss module: options at construction, forward(input, target) calls the function `fn` with them."""
 
     extra = ()  # reductions beyond mean/sum/none
+    fn = None  # the function of nn.functional
+    options = ("reduction",)  # the attributes fn takes after (input, target), in its order
 
     def __init__(self, reduction="mean"):
         super().__init__()
@@ -26,12 +28,18 @@ class _Loss(Module):
         else:  # a buffer, so it is in the state dict as in torch
             self.register_buffer(name, value.data if isinstance(value, Tensor) else np.asarray(value))
 
+    def forward(self, input, target):
+        """fn(input, target, *options): the loss with this module's options; a scalar unless reduction='none'."""
+        return type(self).fn(input, target, *[getattr(self, o) for o in self.options])
+
     def extra_repr(self):
         return "" if self.reduction == "mean" else f"reduction={self.reduction!r}"
 
 
 class CrossEntropyLoss(_Loss):
     """Softmax cross-entropy from logits; see cross_entropy."""
+
+    fn, options = staticmethod(cross_entropy), ("weight", "ignore_index", "reduction", "label_smoothing")
 
     def __init__(self, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0):
         super().__init__(reduction)
@@ -40,67 +48,53 @@ class CrossEntropyLoss(_Loss):
         self._buffer("weight", weight)
         self.ignore_index, self.label_smoothing = ignore_index, label_smoothing
 
-    def forward(self, input, target):
-        """cross_entropy(logits, target) with this module's options; a scalar unless reduction='none'."""
-        return cross_entropy(input, target, self.weight, self.ignore_index, self.reduction, self.label_smoothing)
-
 
 class NLLLoss(_Loss):
     """Negative log-likelihood from log-probabilities; see nll_loss."""
+
+    fn, options = staticmethod(nll_loss), ("weight", "ignore_index", "reduction")
 
     def __init__(self, weight=None, ignore_index=-100, reduction="mean"):
         super().__init__(reduction)
         self._buffer("weight", weight)
         self.ignore_index = ignore_index
 
-    def forward(self, input, target):
-        """nll_loss(log-probabilities, class indices) with this module's options; a scalar unless 'none'."""
-        return nll_loss(input, target, self.weight, self.ignore_index, self.reduction)
-
 
 class BCEWithLogitsLoss(_Loss):
     """Binary cross-entropy from logits (stable); see binary_cross_entropy_with_logits."""
+
+    fn, options = staticmethod(binary_cross_entropy_with_logits), ("weight", "reduction", "pos_weight")
 
     def __init__(self, weight=None, reduction="mean", pos_weight=None):
         super().__init__(reduction)
         self._buffer("weight", weight)
         self._buffer("pos_weight", pos_weight)
 
-    def forward(self, input, target):
-        """binary_cross_entropy_with_logits(logits, targets in [0, 1]) with these options; scalar unless 'none'."""
-        return binary_cross_entropy_with_logits(input, target, self.weight, self.reduction, self.pos_weight)
-
 
 class BCELoss(_Loss):
     """Binary cross-entropy from probabilities; see binary_cross_entropy."""
+
+    fn, options = staticmethod(binary_cross_entropy), ("weight", "reduction")
 
     def __init__(self, weight=None, reduction="mean"):
         super().__init__(reduction)
         self._buffer("weight", weight)
 
-    def forward(self, input, target):
-        """binary_cross_entropy(probabilities, targets in [0, 1]) with this module's options; scalar unless 'none'."""
-        return binary_cross_entropy(input, target, self.weight, self.reduction)
-
 
 class MSELoss(_Loss):
     """Mean squared error; see mse_loss."""
-
-    def forward(self, input, target):
-        """mse_loss(input, target): squared errors, reduced (a scalar unless reduction='none')."""
-        return mse_loss(input, target, self.reduction)
+    fn = staticmethod(mse_loss)
 
 
 class L1Loss(_Loss):
     """Mean absolute error; see l1_loss."""
-
-    def forward(self, input, target):
-        """l1_loss(input, target): absolute errors, reduced (a scalar unless reduction='none')."""
-        return l1_loss(input, target, self.reduction)
+    fn = staticmethod(l1_loss)
 
 
 class HuberLoss(_Loss):
     """Huber loss with threshold delta; see huber_loss."""
+
+    fn, options = staticmethod(huber_loss), ("reduction", "delta")
 
     def __init__(self, reduction="mean", delta=1.0):
         super().__init__(reduction)
@@ -108,13 +102,11 @@ class HuberLoss(_Loss):
             raise ValueError(f"HuberLoss: delta must be positive, got {delta}")
         self.delta = delta
 
-    def forward(self, input, target):
-        """huber_loss(input, target) with this delta, reduced (a scalar unless reduction='none')."""
-        return huber_loss(input, target, self.reduction, self.delta)
-
 
 class SmoothL1Loss(_Loss):
     """Smooth L1 loss with threshold beta; see smooth_l1_loss."""
+
+    fn, options = staticmethod(smooth_l1_loss), ("reduction", "beta")
 
     def __init__(self, reduction="mean", beta=1.0):
         super().__init__(reduction)
@@ -122,20 +114,13 @@ class SmoothL1Loss(_Loss):
             raise ValueError(f"SmoothL1Loss: beta must be >= 0, got {beta}")
         self.beta = beta
 
-    def forward(self, input, target):
-        """smooth_l1_loss(input, target) with this beta, reduced (a scalar unless reduction='none')."""
-        return smooth_l1_loss(input, target, self.reduction, self.beta)
-
 
 class KLDivLoss(_Loss):
     """KL divergence from log-probabilities; see kl_div (reduction='batchmean' is the true KL)."""
 
+    fn, options = staticmethod(kl_div), ("reduction", "log_target")
     extra = ("batchmean",)
 
     def __init__(self, reduction="mean", log_target=False):
         super().__init__(reduction)
         self.log_target = log_target
-
-    def forward(self, input, target):
-        """kl_div(log-probabilities, target) with these options, reduced (a scalar unless 'none')."""
-        return kl_div(input, target, self.reduction, self.log_target)

@@ -34,6 +34,15 @@ def as_tensor(x):
     return x if isinstance(x, Tensor) else Tensor(x)
 
 
+def kind_array(x, kinds, what):
+    """x's array (a Tensor's data, else np.asarray(x)), of a dtype kind in `kinds` ("iu": integers, "b": booleans);
+    else a TypeError: f"{what}, got dtype ..."."""
+    a = x.data if isinstance(x, Tensor) else np.asarray(x)
+    if a.dtype.kind not in kinds:
+        raise TypeError(f"{what}, got dtype {a.dtype}")
+    return a
+
+
 def _axis(axis, dim):
     """Reductions take NumPy's `axis` or PyTorch's `dim`."""
     if dim is not None:

@@ -10,7 +10,6 @@ import numpy as np
 from ..autograd.backward import saves
 from ..fast import blas
 from ..tensor import Tensor, data_of
-from ._args import class_rows
 
 
 def identity_jvp(t, out, x):
@@ -146,22 +145,3 @@ def linear_jvp(t, out, x, weight, bias=None):
 def log_softmax_jvp(axis, t, out, x):
     """log_softmax's tangent (fused.py): dx - sum(softmax dx)."""
     return t[0] - (exp(out) * t[0]).sum(axis=axis, keepdims=True)
-
-
-def ce_jvp(target, ignore_index, eps, reduction, t, out, logits):
-    """cross_entropy's tangent: per row whose target is not ignored, sum over the classes of (softmax - (1 - eps)
-    onehot - eps / C) dx; summed, or over their count for 'mean' (the slopes its rule _cross_entropy_vjp sends)."""
-    rows, dx, tr = class_rows(logits), class_rows(t[0]), target.reshape(-1)
-    valid = tr != ignore_index
-    aim = np.zeros(rows.shape, rows.dtype)
-    aim[np.arange(len(tr))[valid], tr[valid]] = 1 - eps
-    aim += eps / rows.shape[1]
-    if isinstance(rows, Tensor):
-        p = rows.softmax(axis=-1)
-    else:
-        p = np.exp(rows - rows.max(axis=-1, keepdims=True))
-        p /= p.sum(axis=-1, keepdims=True)
-    per_row = ((p - aim) * dx).sum(axis=-1) * valid.astype(rows.dtype)
-    if reduction == "none":
-        return per_row.reshape(target.shape)
-    return per_row.sum() / max(int(valid.sum()), 1) if reduction == "mean" else per_row.sum()

@@ -92,12 +92,10 @@ def _sub_number_vjp(s, g, out, x):  # d(x - c) = g
     return (g,)
 
 
-@saves(jvp=lambda t, out, a, b: tangent_sum(t[0], None if t[1] is None else -t[1]))  # tangent: d(a - b) = da - db
+@saves(forward=np.subtract,
+       jvp=lambda t, out, a, b: tangent_sum(t[0], None if t[1] is None else -t[1]))  # tangent: d(a - b) = da - db
 def _sub_vjp(g, out, a, b, need=(True, True)):  # d(a - b) = (g, -g)
     return g, (-g if need[1] else None)
-
-
-_sub_vjp.forward = np.subtract
 
 
 def sub(a, b):
@@ -192,15 +190,12 @@ def mul(a, b):
     return make_node(_binary("mul", a, b, np.multiply), (a, b), None, "mul", vjp=_mul_vjp)
 
 
-@saves(in_place=True, jvp=lambda s, t, out, x: t[0] / s)  # tangent: d(x / s) = dx / s
+@saves(in_place=True, forward=lambda s, x: floating(x) / s, jvp=lambda s, t, out, x: t[0] / s)  # tangent: dx / s
 def _div_scalar_vjp(s, g, out, x, owned=False):  # d(x / s) = g / s; in g's own buffer when the engine owns it
     if owned and g.dtype.kind == "f" and type(s) is not complex:
         g /= s
         return (g,)
     return (g / s,)
-
-
-_div_scalar_vjp.forward = lambda s, x: floating(x) / s  # noqa: E731
 
 
 def _div_jvp(t, out, a, b):  # d(a / b) = da / b - out db / b
@@ -224,15 +219,9 @@ def div(a, b):
     return make_node(_binary("div", a, b, np.divide), (a, b), None, "div", vjp=_div_vjp)
 
 
-def _rdiv_jvp(s, t, out, x):  # d(c / x) = -out dx / x
-    return -t[0] * out / x
-
-
+@saves("out", "inputs", jvp=lambda s, t, out, x: -t[0] * out / x)  # tangent: d(c / x) = -out dx / x
 def _rdiv_vjp(s, g, out, x):  # d(c / x) = -g c / x^2 = -g out / x (c = s, bound for vmap's rule)
     return (-g * out / x,)
-
-
-_rdiv_vjp.jvp = _rdiv_jvp
 
 
 def rdiv(a, b):
@@ -264,10 +253,8 @@ def _pow_scalar_vjp(s, g, out, x):  # d x^s = s x^(s-1); x^2 without pow, and x^
     return (g * s * x ** (s - 1),)
 
 
-def _pow_jvp(t, out, a, b):  # d a^b = b a^(b-1) da + a^b log a db: diagonal, so the gradient rule's
-    return diagonal_jvp(_pow_vjp)(t, out, a, b)
-
-
+# tangent: d a^b = b a^(b-1) da + a^b log a db: diagonal, so the gradient rule's
+@saves("out", "inputs", jvp=lambda t, out, a, b: diagonal_jvp(_pow_vjp)(t, out, a, b))
 def _pow_vjp(g, out, a, b, need=(True, True)):  # d a^b = (b a^(b-1), a^b log a)
     ga = gb = None
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -276,9 +263,6 @@ def _pow_vjp(g, out, a, b, need=(True, True)):  # d a^b = (b a^(b-1), a^b log a)
         if need[1]:  # where a <= 0, log a counts as -inf if b < 0 (0^b = inf there, as torch), else 0
             gb = g * out * where(a > 0, log(where(a > 0, a, 1)), np.where(value(b) < 0, -np.inf, 0))
     return ga, gb
-
-
-_pow_vjp.jvp = _pow_jvp
 
 
 def pow(a, b):
@@ -293,15 +277,9 @@ def pow(a, b):
     return make_node(_binary("pow", a, b, np.power), (a, b), None, "pow", vjp=_pow_vjp)
 
 
-def _rpow_jvp(s, t, out, x):  # d c^x = c^x log c dx
-    return t[0] * out * math.log(s)
-
-
+@saves("out", jvp=lambda s, t, out, x: t[0] * out * math.log(s))  # tangent: d c^x = c^x log c dx
 def _rpow_vjp(s, g, out, x):  # d c^x = c^x log c
     return (g * out * math.log(s),)
-
-
-_rpow_vjp.jvp = _rpow_jvp
 
 
 def rpow(a, b):
@@ -335,11 +313,8 @@ def floor_divide(a, b):
     return make_node(out, (a, b), None, "floor_divide", vjp=zero_vjp)
 
 
-def _remainder_jvp(t, out, a, b):  # d(a - b floor(a/b)) = da - floor(a/b) db: diagonal
-    return diagonal_jvp(_remainder_vjp)(t, out, a, b)
-
-
-@saves("inputs", jvp=_remainder_jvp)
+# tangent: d(a - b floor(a/b)) = da - floor(a/b) db: diagonal
+@saves("inputs", jvp=lambda t, out, a, b: diagonal_jvp(_remainder_vjp)(t, out, a, b))
 def _remainder_vjp(g, out, a, b, need=(True, True)):  # d(a - b floor(a/b)) = (g, -floor(a/b) g), floor's slope 0
     if not need[1]:
         return g, None

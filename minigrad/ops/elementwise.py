@@ -12,7 +12,7 @@ from ..autograd.backward import saves
 from ..dtypes import floating, promote
 from ..fast.blas import const
 from ..tensor import Tensor, make_node
-from ._args import _all_finite, as_tensor
+from ._args import _all_finite, as_tensor, kind_array
 from . import _dual
 from ._erf import erf as _erf  # exact erf for gelu, vectorised (no SciPy)
 from .indexing import nonzero
@@ -160,6 +160,7 @@ def _normal_cdf(x):  # Phi(x) as a node (gelu's slope on Tensors), its rule phi(
                      vjp=lambda g, out, x: (g * _normal_pdf(x),), jvp=lambda t, out, x: t[0] * _normal_pdf(x))
 
 
+@saves("out", "inputs", jvp=lambda approximate, t, out, x: _gelu_vjp(approximate, t[0], out, x)[0])  # diagonal
 def _gelu_vjp(approximate, g, out, x):
     """gelu's plain rule: g (Phi(x) + x phi(x)), or for the tanh form g (0.5 (1 + t) + 0.5 x (1 - t^2) u'),
     t = tanh(u); create_graph runs it, backward() the kernel's closure, which reuses the forward's t or Phi."""
@@ -169,9 +170,6 @@ def _gelu_vjp(approximate, g, out, x):
         return (g * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * (k * (1 + 3 * c * x * x))),)
     cdf = _normal_cdf(x) if isinstance(x, Tensor) else 0.5 * (1 + _erf(x / math.sqrt(2)))
     return (g * (cdf + x * _normal_pdf(x)),)
-
-
-_gelu_vjp.jvp = lambda approximate, t, out, x: _gelu_vjp(approximate, t[0], out, x)[0]  # diagonal: dx as g
 
 
 def gelu(a, approximate="none"):
@@ -215,9 +213,7 @@ def where(cond, a=None, b=None):
     """cond ? a : b elementwise; cond carries no gradient. where(cond) alone is nonzero(cond, as_tuple=True)."""
     if a is None and b is None:
         return nonzero(cond, as_tuple=True)
-    c = cond.data if isinstance(cond, Tensor) else np.asarray(cond)
-    if c.dtype != bool:
-        raise TypeError(f"where: condition must be boolean, got dtype {c.dtype}")
+    c = kind_array(cond, "b", "where: condition must be boolean")
     a, b = as_tensor(a), as_tensor(b)
     try:
         out = np.where(c, *promote(a.data, b.data))
@@ -231,9 +227,7 @@ def where(cond, a=None, b=None):
 def masked_fill(a, mask, value):
     """a with `value` where mask is True; masked entries get zero gradient."""
     a = as_tensor(a)
-    m = mask.data if isinstance(mask, Tensor) else np.asarray(mask)
-    if m.dtype != bool:
-        raise TypeError(f"masked_fill: mask must be boolean, got dtype {m.dtype}")
+    m = kind_array(mask, "b", "masked_fill: mask must be boolean")
     if isinstance(value, Tensor):
         if value.ndim != 0:
             raise ValueError(f"masked_fill: value must be a number or a 0-d tensor, got shape {value.shape}")
@@ -322,6 +316,7 @@ def _clamp(x, lo, hi):
     return out, lo, hi
 
 
+@saves("out", "inputs", jvp=lambda lo, hi, t, out, *xs: _dual.diagonal_jvp(_clamp_vjp, 2)(lo, hi, t, out, *xs))
 def _clamp_vjp(has_lo, has_hi, g, out, x, *bounds, need=None):  # 1 for x inside [min, max], else for the bound taken
     xd, bd = _dual.value(x), [_dual.value(b) for b in bounds]
     _, lo, hi = _clamp(xd, bd[0] if has_lo else None, bd[-1] if has_hi else None)
@@ -337,7 +332,6 @@ def _clamp_vjp(has_lo, has_hi, g, out, x, *bounds, need=None):  # 1 for x inside
     return grads
 
 
-_clamp_vjp.jvp = lambda has_lo, has_hi, t, out, *xs: _dual.diagonal_jvp(_clamp_vjp, 2)(has_lo, has_hi, t, out, *xs)
 clip = clamp
 
 

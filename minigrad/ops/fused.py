@@ -14,8 +14,8 @@ from ..autograd.backward import saves
 from ..dtypes import floating
 from ..fast.blas import arange, colsum, const, rowdot, rowmax, rowsum
 from ..tensor import Tensor, make_node
-from ._args import _all_finite, _axis, _norm_axes, as_tensor, class_rows, from_rows, weight_bias
-from ._dual import ce_jvp, exp as _exp, linear_jvp, log_softmax_jvp, rowdot as _rowdot, rowsum as _rowsum
+from ._args import _all_finite, _axis, _norm_axes, as_tensor, class_rows, from_rows, kind_array, weight_bias
+from ._dual import exp as _exp, linear_jvp, log_softmax_jvp, rowdot as _rowdot, rowsum as _rowsum
 from .elementwise import _sigmoid, sigmoid, tanh
 from .linalg import matmul
 from .reduce import _lse, logsumexp, mean
@@ -176,16 +176,14 @@ def cross_entropy(logits, target, ignore_index=-100, label_smoothing=0.0, reduct
     logits (N, C) with target (N,), or (C,) with target (), or (N, C, d1, ...) with target (N, d1, ...).
     """
     logits = as_tensor(logits)
-    t = target.data if isinstance(target, Tensor) else np.asarray(target)
+    t = kind_array(target, "iu", "cross_entropy: target must hold integer class indices")
     out, backward = _cross_entropy_arrays(None, t, ignore_index, label_smoothing, reduction, logits.data)
     return make_node(out, (logits,), backward, "cross_entropy",  # out keeps the logits' dtype (weak scalars)
-                     vjp=partial(_cross_entropy_vjp, t, ignore_index, label_smoothing, reduction), jvp=ce_jvp)
+                     vjp=partial(_cross_entropy_vjp, t, ignore_index, label_smoothing, reduction), jvp=_ce_jvp)
 
 
 def _cross_entropy_arrays(need, t, ignore_index, eps, reduction, x):
     """cross_entropy on arrays: (its output, its backward closure); need is unused (one input)."""
-    if t.dtype.kind not in "iu":
-        raise TypeError(f"cross_entropy: target must hold integer class indices, got dtype {t.dtype}")
     if x.ndim == 2 and t.shape == x.shape[:1]:  # (N, C) with (N,), the usual case: rows already
         xr, tr, C = x, t, x.shape[1]
     else:
@@ -254,11 +252,14 @@ def _cross_entropy_vjp(t, ignore_index, eps, reduction, g, out, logits):
     target += eps / C
     p = softmax(rows, axis=-1) if isinstance(rows, Tensor) else softmax(Tensor(rows), axis=-1).data
     d = (p - target) * valid[:, None].astype(rows.dtype)
-    if reduction == "none":
-        d = d * g.reshape(-1, 1)
-    else:
-        d = d * (g / max(int(valid.sum()), 1) if reduction == "mean" else g)
-    return (from_rows(d, logits.shape),)
+    scale = g.reshape(-1, 1) if reduction == "none" else g / max(int(valid.sum()), 1) if reduction == "mean" else g
+    return (from_rows(d * scale, logits.shape),)
+
+
+def _ce_jvp(target, ignore_index, eps, reduction, t, out, logits):
+    """cross_entropy's tangent: the rule's slopes (g = 1) times dx, summed over classes (rows too, but for 'none')."""
+    slope = _cross_entropy_vjp(target, ignore_index, eps, reduction, np.ones(out.shape, out.dtype), out, logits)[0]
+    return (slope * t[0]).sum(axis=None if reduction != "none" else 0 if logits.ndim == 1 else 1)
 
 
 def layer_norm_reference(x, normalized_shape, weight=None, bias=None, eps=1e-5):
@@ -273,9 +274,7 @@ def layer_norm_reference(x, normalized_shape, weight=None, bias=None, eps=1e-5):
 def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
     """Normalise over the trailing `normalized_shape` dims, then scale and shift; the fused form of
     layer_norm_reference (one node)."""
-    if isinstance(normalized_shape, int):
-        normalized_shape = (normalized_shape,)
-    normalized_shape = tuple(normalized_shape)
+    normalized_shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
     k = len(normalized_shape)
     x = as_tensor(x)
     weight, bias = (None if p is None else as_tensor(p) for p in (weight, bias))

@@ -13,7 +13,7 @@ import numpy as np
 from ..autograd.backward import Scatter, saves
 from ..tensor import Tensor, make_node
 from . import _dual
-from ._args import _check_axis, _index_error, as_tensor
+from ._args import _check_axis, _index_error, as_tensor, kind_array
 from .shape import expand
 
 # the ops of this file: minigrad.ops (and minigrad) export __all__; Tensor gets METHODS as methods
@@ -176,9 +176,7 @@ def gather(a, axis, index):
     """out[i][j] = a[i][index[i][j]] along `axis`, as torch.gather: out has the index's shape, and off
     `axis` the index may be smaller than the input (it reads the leading block), never larger."""
     a = as_tensor(a)
-    idx = index.data if isinstance(index, Tensor) else np.asarray(index)
-    if idx.dtype.kind not in "iu":
-        raise TypeError(f"gather: index must hold integers, got dtype {idx.dtype}")
+    idx = kind_array(index, "iu", "gather: index must hold integers")
     if idx.ndim != a.ndim:
         raise ValueError(f"gather: index must have the input's {a.ndim} dims, got shape {idx.shape}")
     if not a.ndim:  # a 0-d input: the index is 0-d too and must be 0
@@ -250,9 +248,7 @@ def chunk(a, chunks, dim=0):
 def masked_select(a, mask):
     """The entries where mask (broadcast with the input) is True, as a 1-D tensor."""
     a = as_tensor(a)
-    m = mask.data if isinstance(mask, Tensor) else np.asarray(mask)
-    if m.dtype != bool:
-        raise TypeError(f"masked_select: mask must be boolean, got dtype {m.dtype}")
+    m = kind_array(mask, "b", "masked_select: mask must be boolean")
     try:
         shape = np.broadcast_shapes(a.shape, m.shape)
     except ValueError:

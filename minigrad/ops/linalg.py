@@ -124,7 +124,11 @@ def _einsum_jvp(ins, out_sub, t, out, *xs):  # multilinear: one einsum per input
     return _dual.tangent_sum(*[None if ti is None else run(spec, *xs[:i], ti, *xs[i + 1:]) for i, ti in enumerate(t)])
 
 
-@saves("inputs", jvp=_einsum_jvp)
+def _einsum_forward(ins, out_sub, *xs):  # (minigrad.compile's replay: einsum's forward, as einsum runs it)
+    return np.einsum(",".join(ins) + "->" + out_sub, *xs, optimize=len(xs) > 2)
+
+
+@saves("inputs", jvp=_einsum_jvp, forward=_einsum_forward)
 def _einsum_vjp(ins, out_sub, g, out, *xs, need=None):  # d/dX_i: contract g with every other operand onto X_i's indices
     tensors = isinstance(g, Tensor)
     grads = []
@@ -149,13 +153,6 @@ def _einsum_vjp(ins, out_sub, g, out, *xs, need=None):  # d/dX_i: contract g wit
             gi = _dual.expand(gi, np.broadcast_shapes(gi.shape, x.shape))
         grads.append(gi)
     return grads
-
-
-def _einsum_forward(ins, out_sub, *xs):
-    return np.einsum(",".join(ins) + "->" + out_sub, *xs, optimize=len(xs) > 2)
-
-
-_einsum_vjp.forward = _einsum_forward  # (minigrad.compile's replay: einsum's forward, as einsum runs it)
 
 
 def einsum(subscripts, *operands):

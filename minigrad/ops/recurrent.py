@@ -18,7 +18,7 @@ from functools import partial
 import numpy as np
 
 from ..tensor import Tensor, make_node
-from ._args import as_tensor
+from ._args import as_tensor, kind_array, weight_bias
 from .elementwise import _sigmoid, where
 from .fused import gru_cell_reference, lstm_cell_reference
 from .shape import concat, stack
@@ -32,9 +32,7 @@ def _lengths_mask(lengths, T, B, who):
     """lengths (B,) ints in [1, T] -> (T, B, 1) bool, True at valid steps; None for no lengths."""
     if lengths is None:
         return None
-    ln = lengths.data if isinstance(lengths, Tensor) else np.asarray(lengths)
-    if ln.dtype.kind not in "iu":
-        raise TypeError(f"{who}: lengths must be integers, got dtype {ln.dtype}")
+    ln = kind_array(lengths, "iu", f"{who}: lengths must be integers")
     if ln.shape != (B,):
         raise ValueError(f"{who}: lengths of shape (B,) = ({B},) expected, got {ln.shape}")
     if B and (ln.min() < 1 or ln.max() > T):
@@ -125,8 +123,7 @@ def _sequence_plain(kind, lengths, reverse, has_ih, x, *rest):
     the node's output: the T outputs, then the final state(s)."""
     n = 1 if kind == "gru" else 2
     states, (w_ih, w_hh), biases = rest[:n], rest[n:n + 2], rest[n + 2:]
-    b_ih = biases[0] if has_ih else None
-    b_hh = biases[-1] if len(biases) > has_ih else None
+    b_ih, b_hh = weight_bias(biases, has_ih)
     if kind == "gru":
         out, h = gru_sequence_reference(x, states[0], w_ih, w_hh, b_ih, b_hh, lengths, reverse)
         finals = (h,)
@@ -139,8 +136,7 @@ def _sequence_again(kind, lengths, reverse, has_ih, x, *rest):
     """The sequence kernel on its node's inputs (what _sequence_plain is the plain form of), for minigrad.compile."""
     n = 1 if kind == "gru" else 2
     states, (w_ih, w_hh), biases = rest[:n], rest[n:n + 2], rest[n + 2:]
-    b_ih = biases[0] if has_ih else None
-    b_hh = biases[-1] if len(biases) > has_ih else None
+    b_ih, b_hh = weight_bias(biases, has_ih)
     mask = _lengths_mask(lengths, x.shape[0], x.shape[1], f"{kind}_sequence")
     if kind == "gru":
         return _gru_node(x, states[0], w_ih, w_hh, b_ih, b_hh, mask, reverse, lengths)

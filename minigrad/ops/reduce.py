@@ -43,20 +43,26 @@ def _expand_back(g, shape, axes, keepdims):
     return _dual.expand(_keep(g, axes, keepdims), shape)
 
 
-def _by_slope(vjp, consts, axes, keepdims, t, out, x):
-    """A reduction's tangent from its gradient rule: the rule with g = 1 gives each entry's slope d out / d x_i;
-    the tangent is sum(slope * dx) over the reduced axes (var, std, max, prod, norm ... share it)."""
-    o = _keep(out, axes, keepdims)
-    slope = vjp(*consts, np.ones(o.shape, o.dtype), o, x)[0]
-    return (slope * t[0]).sum(axis=axes, keepdims=keepdims)
+def _by_slope(k):
+    """Give a reduction's gradient rule (its constants: axes at k, keepdims next) its tangent rule: the rule with
+    g = 1 (and keepdims) gives each entry's slope d out / d x_i; the tangent is sum(slope * dx) over the reduced
+    axes (max, prod, norm and std share it)."""
+    def mark(vjp):
+        def jvp(*args):
+            *consts, t, out, x = args
+            axes, keepdims = consts[k], consts[k + 1]
+            o = _keep(out, axes, keepdims)
+            slope = vjp(*consts[:k + 1], True, *consts[k + 2:], np.ones(o.shape, o.dtype), o, x)[0]
+            return (slope * t[0]).sum(axis=axes, keepdims=keepdims)
+        vjp.jvp = jvp
+        return vjp
+    return mark
 
 
-@saves(jvp=lambda axes, keepdims, t, out, x: t[0].sum(axis=axes, keepdims=keepdims))  # tangent: d sum x = sum dx
+@saves(forward=lambda axes, keepdims, x: x.sum(axis=axes, keepdims=keepdims),
+       jvp=lambda axes, keepdims, t, out, x: t[0].sum(axis=axes, keepdims=keepdims))  # tangent: d sum x = sum dx
 def _sum_vjp(axes, keepdims, g, out, x):  # g copied to every summand
     return (_expand_back(g, x.shape, axes, keepdims),)
-
-
-_sum_vjp.forward = lambda axes, keepdims, x: x.sum(axis=axes, keepdims=keepdims)  # noqa: E731
 
 
 def sum(a, axis=None, keepdims=False, dim=None):
@@ -127,11 +133,8 @@ def _extreme(op, reduce, a, axis, keepdims, dim):
                      (a,), None, op, vjp=partial(_extreme_vjp, axes, keepdims))
 
 
-def _extreme_jvp(axes, keepdims, t, out, x):  # the mean tangent of the entries that reach the extreme
-    return _by_slope(_extreme_vjp, (axes, True), axes, keepdims, t, out, x)
-
-
-@saves("out", "inputs", jvp=_extreme_jvp)
+@_by_slope(0)  # tangent: the mean tangent of the entries that reach the extreme
+@saves("out", "inputs")
 def _extreme_vjp(axes, keepdims, g, out, x):  # ties share the gradient equally (as torch.amax): the sum is exact
     xd, od = _dual.value(x), _keep(_dual.value(out), axes, keepdims)
     hit = xd == od
@@ -319,11 +322,8 @@ def _others(x, axes):
     return _dual.permute(out, tuple(int(i) for i in np.argsort(perm))) if x.ndim else out
 
 
-def _prod_jvp(axes, keepdims, t, out, x):  # d prod = sum(the product of the other factors * dx)
-    return _by_slope(_prod_vjp, (axes, True), axes, keepdims, t, out, x) if x.size else None
-
-
-@saves("inputs", jvp=_prod_jvp)
+@_by_slope(0)  # tangent: d prod = sum(the product of the other factors * dx)
+@saves("inputs")
 def _prod_vjp(axes, keepdims, g, out, x):  # d prod / d x_i = the product of the other factors
     if not x.size:  # nothing was multiplied: no entry to send a gradient to
         return (np.zeros(x.shape, g.dtype),)
@@ -338,11 +338,8 @@ def prod(a, axis=None, keepdims=False, dim=None):
                      vjp=partial(_prod_vjp, axes, keepdims))
 
 
-def _norm_jvp(p, axes, keepdims, t, out, x):  # sum(d||x||/dx_i dx_i), the gradient rule's slopes
-    return _by_slope(_norm_vjp, (p, axes, True), axes, keepdims, t, out, x)
-
-
-@saves("out", "inputs", jvp=_norm_jvp)
+@_by_slope(1)  # tangent: sum(d||x||/dx_i dx_i)
+@saves("out", "inputs")
 def _norm_vjp(p, axes, keepdims, g, out, x):  # d ||x||_p, with 0 at a zero norm (the subgradient torch picks)
     g, out = _keep(g, axes, keepdims), _keep(out, axes, keepdims)  # shaped like the keepdims output
     xd, od = _dual.value(x), _dual.value(out)
@@ -388,11 +385,8 @@ def norm(a, p=2, axis=None, keepdims=False, dim=None):
                      (a,), None, "norm", vjp=partial(_norm_vjp, p, axes, keepdims))
 
 
-def _std_jvp(axes, keepdims, dof, t, out, x):  # sum((x - mean) dx) / ((n - c) std), 0 where std = 0
-    return _by_slope(_std_vjp, (axes, True, dof), axes, keepdims, t, out, x)
-
-
-@saves("out", "inputs", jvp=_std_jvp)
+@_by_slope(0)  # tangent: sum((x - mean) dx) / ((n - c) std), 0 where std = 0
+@saves("out", "inputs")
 def _std_vjp(axes, keepdims, dof, g, out, x):  # d std = (x - mean) / ((n - c) std), and 0 where std = 0
     s = _keep(out, axes, keepdims)
     zero = _dual.value(s) == 0

@@ -102,12 +102,10 @@ def swapaxes(a, axis1, axis2):
     return make_node(np.swapaxes(a.data, axis1, axis2), (a,), None, "swapaxes", vjp=partial(_swapaxes_vjp, axis1, axis2))
 
 
-@saves(jvp=lambda axis1, axis2, t, out, x: t[0].swapaxes(axis1, axis2))  # tangent: dx with the two axes swapped
+@saves(forward=lambda axis1, axis2, x: np.swapaxes(x, axis1, axis2),
+       jvp=lambda axis1, axis2, t, out, x: t[0].swapaxes(axis1, axis2))  # tangent: dx with the two axes swapped
 def _swapaxes_vjp(axis1, axis2, g, out, x):  # swap g's axes back
     return (g.swapaxes(axis1, axis2),)
-
-
-_swapaxes_vjp.forward = lambda axis1, axis2, x: np.swapaxes(x, axis1, axis2)  # noqa: E731
 
 
 def t(a):

@@ -12,10 +12,7 @@ class Adagrad(Optimizer):
                  maximize=False):
         super().__init__(params, dict(lr=lr, lr_decay=lr_decay, weight_decay=weight_decay,
                                       initial_accumulator_value=initial_accumulator_value, eps=eps,
-                                      **({"maximize": True} if maximize else {})))
-        for group in self.param_groups:
-            for p in group["params"]:
-                self.state[p] = {"step": 0, "sum": np.full_like(p.data, group["initial_accumulator_value"])}
+                                      **({"maximize": True} if maximize else {})))  # (add_param_group: state)
 
     def add_param_group(self, group):
         """As Optimizer.add_param_group; the new parameters' accumulators start at initial_accumulator_value."""
@@ -25,8 +22,6 @@ class Adagrad(Optimizer):
             self.state.setdefault(p, {"step": 0, "sum": np.full_like(p.data, g["initial_accumulator_value"])})
 
     def _update(self, p, g, state, group):
-        if group["weight_decay"]:
-            g = g + group["weight_decay"] * p.data
         state["step"] += 1
         clr = group["lr"] / (1 + (state["step"] - 1) * group["lr_decay"])
         s = state["sum"]

@@ -23,11 +23,8 @@ class Adam(Optimizer):
     def _update(self, p, g, state, group):
         b1, b2 = group["betas"]
         lr, wd = group["lr"], group["weight_decay"]
-        if wd:
-            if self.decoupled:
-                p.data *= 1 - lr * wd
-            else:
-                g = g + wd * p.data
+        if wd and self.decoupled:  # (L2 decay was added to g by Optimizer._update_group)
+            p.data *= 1 - lr * wd
         if not state:
             state["step"] = 0
             state["exp_avg"] = np.zeros_like(p.data)

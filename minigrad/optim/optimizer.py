@@ -23,6 +23,8 @@ class Optimizer:
                     # what schedules add to a group (torch's names)
                     "initial_lr": None, "max_lr": None, "min_lr": None, "max_momentum": None, "base_momentum": None}
 
+    decoupled = False  # weight_decay as L2 (added to g before _update); AdamW decays p itself
+
     # options that torch refuses below 0
     _NON_NEGATIVE = ("weight_decay", "momentum", "eps", "alpha", "lr_decay", "initial_accumulator_value")
 
@@ -129,11 +131,13 @@ class Optimizer:
         """Update the parameters of one group that have a gradient (one _update each; SGD has a shortcut)."""
         state = self.state
         maximize = group.get("maximize")  # as torch: step along +g (the gradient negated first)
+        decay = 0 if self.decoupled else group.get("weight_decay")
         for p in params:
             g = p.grad
             if type(g) is not np.ndarray:  # a Tensor left by backward(create_graph=True): its value
                 g = grad_array(g)
-            self._update(p, -g if maximize else g, state[p], group)
+            g = -g if maximize else g
+            self._update(p, g + decay * p.data if decay else g, state[p], group)  # L2: g + wd p
 
     def _update(self, p, g, state, group):
         raise TypeError(f"{type(self).__name__} must define _update")

@@ -17,8 +17,6 @@ class RMSprop(Optimizer):
 
     def _update(self, p, g, state, group):
         alpha = group["alpha"]
-        if group["weight_decay"]:
-            g = g + group["weight_decay"] * p.data
         if not state:
             state["step"] = 0
             state["square_avg"] = np.zeros_like(p.data)

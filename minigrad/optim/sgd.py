@@ -27,8 +27,6 @@ class SGD(Optimizer):
 
     def _update(self, p, g, state, group):
         momentum = group["momentum"]
-        if group["weight_decay"]:
-            g = g + group["weight_decay"] * p.data
         if momentum:
             buf = state.get("momentum_buffer")
             if buf is None:

@@ -26,6 +26,17 @@ def _outputs(fn, inputs):
     return [o for o in outs if isinstance(o, Tensor)]
 
 
+def _checked(name, inputs):
+    """The indices of the inputs that require grad, each float64 (central differences need it)."""
+    checked = [i for i, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]
+    if not checked:
+        raise ValueError(f"{name}: no input requires grad, so there is nothing to check")
+    for i in checked:
+        if inputs[i].dtype != np.float64:
+            raise TypeError(f"{name}: input {i} is {inputs[i].dtype}; central differences need float64")
+    return checked
+
+
 def _dot(outs, us):
     return float(sum(np.sum(o.data.astype(np.float64) * u) for o, u in zip(outs, us)))
 
@@ -40,12 +51,7 @@ def gradcheck(fn, *inputs, eps=1e-6, atol=1e-5, rtol=1e-3, seed=0, max_full=4096
     tangent on one input; a random one past max_full) against central differences along it.
     """
     rng = np.random.default_rng(seed)
-    checked = [i for i, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]
-    if not checked:
-        raise ValueError("gradcheck: no input requires grad, so there is nothing to check")
-    for i in checked:
-        if inputs[i].dtype != np.float64:
-            raise TypeError(f"gradcheck: input {i} is {inputs[i].dtype}; central differences need float64")
+    checked = _checked("gradcheck", inputs)
     # a gradient an input already had is put back at the end (as torch's gradcheck, which leaves .grad alone);
     # an input without one keeps the analytic gradient gradcheck computed, for a test to inspect
     saved = [inputs[i].grad for i in checked]
@@ -171,12 +177,7 @@ def gradgradcheck(fn, *inputs, grad_outputs=None, eps=1e-6, atol=1e-5, rtol=1e-3
     inside gradcheck, a random second upstream gradient.
     """
     rng = np.random.default_rng(seed + 1)
-    checked = [i for i, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]
-    if not checked:
-        raise ValueError("gradgradcheck: no input requires grad, so there is nothing to check")
-    for i in checked:  # before the first-derivative comparison below, whose tolerances are float64's
-        if inputs[i].dtype != np.float64:
-            raise TypeError(f"gradgradcheck: input {i} is {inputs[i].dtype}; central differences need float64")
+    checked = _checked("gradgradcheck", inputs)  # (float64 before the first-derivative comparison's tolerances)
     with enable_grad():
         outs = [o for o in _outputs(fn, inputs) if o.requires_grad]
     if grad_outputs is None:

@@ -161,18 +161,17 @@ def draw_graph(tensor, path=None, grads=False, max_nodes=200, rankdir="LR", para
             continue
         seen.add((ka, kb))
         (x0, y0), (x1, y1) = pos[ka], pos[kb]
-        if tb and y1 < y0:
-            ax.annotate("", xy=(x1, y1 + 0.3), xytext=(x0, y0 - 0.3),
-                        arrowprops=dict(arrowstyle="->", color="gray", lw=0.8))
+        if tb and y1 < y0:  # (head, tail, the curve of a back edge: red)
+            head, tail, rad = (x1, y1 + 0.3), (x0, y0 - 0.3), None
         elif tb:
-            ax.annotate("", xy=(x1 + half[kb], y1), xytext=(x0 + half[ka], y0),
-                        arrowprops=dict(arrowstyle="->", color="tab:red", lw=0.8, connectionstyle="arc3,rad=-0.4"))
+            head, tail, rad = (x1 + half[kb], y1), (x0 + half[ka], y0), -0.4
         elif x1 > x0:
-            ax.annotate("", xy=(x1 - half[kb], y1), xytext=(x0 + half[ka], y0),
-                        arrowprops=dict(arrowstyle="->", color="gray", lw=0.8))
+            head, tail, rad = (x1 - half[kb], y1), (x0 + half[ka], y0), None
         else:  # a folded loop (layer k feeds layer k+1 of the same kind): a back edge, curved below
-            ax.annotate("", xy=(x1, y1 - 0.25), xytext=(x0, y0 - 0.25),
-                        arrowprops=dict(arrowstyle="->", color="tab:red", lw=0.8, connectionstyle="arc3,rad=0.4"))
+            head, tail, rad = (x1, y1 - 0.25), (x0, y0 - 0.25), 0.4
+        curve = {} if rad is None else {"connectionstyle": f"arc3,rad={rad}"}
+        ax.annotate("", xy=head, xytext=tail,
+                    arrowprops=dict(arrowstyle="->", color="gray" if rad is None else "tab:red", lw=0.8, **curve))
     for k, members in boxes.items():
         x, y = pos[k]
         n = members[0]
