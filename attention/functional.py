@@ -345,11 +345,7 @@ def attend(q, k, v, packed, allowed, bias, dropout_p, scale, return_weights, tra
         raise ValueError(f"scaled_dot_product_attention: dropout_p must be in [0, 1), got {dropout_p}")
     p_drop = dropout_p if training else 0.0
     scale = default_scale((packed if packed is not None else q).shape[-1], scale)
-    if packed is not None:
-        x = packed.data
-        qd, kd, vd = x[0], x[1], x[2]
-    else:
-        qd, kd, vd = q.data, k.data, v.data
+    qd, kd, vd = tuple(packed.data) if packed is not None else (q.data, k.data, v.data)  # (packed: 3 views)
     out, p, cache = sdpa_forward(qd, kd, vd, allowed, None if bias is None else bias.data, scale, p_drop,
                              rng or (random.get_rng() if p_drop else None))  # (no dropout: no generator)
     # a float mask is a parent even when constant (its gradient is then skipped: need_db): the create_graph
@@ -358,23 +354,20 @@ def attend(q, k, v, packed, allowed, bias, dropout_p, scale, return_weights, tra
     need_db = with_bias and bias.requires_grad
     parents = ((packed,) if packed is not None else (q, k, v)) + ((bias,) if with_bias else ())
 
-    if packed is not None:
-        def backward(g):  # one gradient (3, ..., T, D) for the packed q, k, v
-            dq, dk, dv, db = sdpa_backward(g, cache, scale, (True, True, True, need_db))
-            return (np.stack(np.broadcast_arrays(dq, dk, dv)),) + ((db,) if with_bias else ())
+    def need(n):  # which of q, k, v (the first n), then the float mask, want a gradient
+        qkv = (True,) * 3 if packed is not None else (q.requires_grad, k.requires_grad, v.requires_grad)
+        return qkv[:n] + (need_db,)
 
-        def backward_w(gp):
-            dq, dk, db = _backward_weights(gp, cache, scale, (True, True, need_db))
-            return (np.stack(np.broadcast_arrays(dq, dk, np.zeros_like(dq))),) + ((db,) if with_bias else ())  # dv = 0
-    else:
-        def backward(g):  # (dq, dk, dv[, dmask]); the engine sums broadcast batch dims back
-            dq, dk, dv, db = sdpa_backward(g, cache, scale, (q.requires_grad, k.requires_grad,
-                                                             v.requires_grad, need_db))
-            return (dq, dk, dv) + ((db,) if with_bias else ())
+    def grads(dq, dk, dv, db):  # one gradient (3, ..., T, D) for a packed q, k, v, or three; then the mask's
+        qkv = (np.stack(np.broadcast_arrays(dq, dk, dv)),) if packed is not None else (dq, dk, dv)
+        return qkv + ((db,) if with_bias else ())
 
-        def backward_w(gp):
-            dq, dk, db = _backward_weights(gp, cache, scale, (q.requires_grad, k.requires_grad, need_db))
-            return (dq, dk, None) + ((db,) if with_bias else ())  # the weights do not depend on v
+    def backward(g):  # the engine sums broadcast batch dims back
+        return grads(*sdpa_backward(g, cache, scale, need(3)))
+
+    def backward_w(gp):  # the weights do not depend on v: dv is 0 (packed) or None
+        dq, dk, db = _backward_weights(gp, cache, scale, need(2))
+        return grads(dq, dk, np.zeros_like(dq) if packed is not None else None, db)
 
     # create_graph differentiates the dense form with this node's own masks and dropout pattern (dense_plain)
     plain = functools.partial(dense_plain, scale, cache[7], None if with_bias else bias, cache[5], packed is not None,
