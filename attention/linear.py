@@ -7,6 +7,7 @@ from minigrad import Tensor, make_node, ops
 from minigrad.ops import as_tensor
 
 from .functional import check_qkv
+from .masks import check_int
 
 __all__ = ("linear_attention", "linear_attention_reference", "causal_prefix_attention", "elu_plus_one",
            "FEATURE_MAPS")
@@ -106,9 +107,7 @@ def causal_prefix_attention(Q, K, V, chunk_size=64):
     """A (..., L, Ev) with A_i = sum_{j <= i} (Q_i . K_j) V_j for Q, K (..., L, E), V (..., L, Ev): one node,
     computed chunk by chunk with a carried state (the recurrent form), O(L) memory in L."""
     Q, K, V = as_tensor(Q), as_tensor(K), as_tensor(V)
-    c = int(chunk_size)
-    if c < 1:
-        raise ValueError(f"linear_attention: chunk_size must be an integer >= 1, got {chunk_size!r}")
+    c = check_int("chunk_size", chunk_size, 1, "linear_attention")
     q, k, v = Q.data, K.data, V.data
     out = _causal_forward(q, k, v, c)
 
