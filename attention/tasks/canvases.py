@@ -123,6 +123,18 @@ def load_objects(path, canvas_size=32):
     return check_objects(images, labels, canvas_size, source=str(path))
 
 
+def split_objects(objects, canvas_size, test_fraction, rng, who):
+    """The user's objects (images, labels), checked (check_objects) and split once into training and held-out
+    test sources -> (train, test, num_classes), each source an (images, labels) pair."""
+    images, labels = check_objects(*objects, canvas_size=canvas_size)
+    order = rng.permutation(len(images))
+    n_test = max(1, int(round(test_fraction * len(images))))
+    if n_test >= len(images):
+        raise ValueError(f"{who}: {len(images)} objects leave none for training with test_fraction {test_fraction}")
+    train, test = order[n_test:], order[:n_test]
+    return (images[train], labels[train]), (images[test], labels[test]), int(labels.max()) + 1
+
+
 class Canvases:
     """Cluttered canvases: `batch(n, rng)` draws fresh training canvases; `test` is the fixed held-out set.
 
@@ -139,16 +151,8 @@ class Canvases:
         self.size, self.n_clutter, self.clutter_size, self.glyph_size = size, n_clutter, clutter_size, glyph_size
         rng = np.random.default_rng([seed, 9])  # its own stream: the test set does not depend on training draws
         if objects is not None:
-            images, labels = check_objects(*objects, canvas_size=size)
-            order = rng.permutation(len(images))
-            n_test = max(1, int(round(test_fraction * len(images))))
-            if n_test >= len(images):
-                raise ValueError(f"Canvases: {len(images)} objects leave none for training with test_fraction "
-                                 f"{test_fraction}")
-            self._train = (images[order[n_test:]], labels[order[n_test:]])
-            self._test = (images[order[:n_test]], labels[order[:n_test]])
-            self.num_classes = int(labels.max()) + 1
-            self.object_shape = images.shape[1:]
+            self._train, self._test, self.num_classes = split_objects(objects, size, test_fraction, rng, "Canvases")
+            self.object_shape = self._train[0].shape[1:]
         else:
             if glyph_size > size // 4:
                 raise ValueError(f"Canvases: glyph_size may be at most size // 4 = {size // 4}, got {glyph_size}")
