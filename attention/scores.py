@@ -219,14 +219,13 @@ def _nonfinite_hidden_by_mask(prepared, values, allowed, scores_shape):
     return hidden if hidden.any() else None
 
 
-def _padding(key_padding_mask, query, keys):
-    """key_padding_mask (B, S), True = padding, as a checked bool array (or None)."""
+def check_key_padding(key_padding_mask, B, S, who):
+    """key_padding_mask (B, S), True = padding, as a checked bool array (or None), for the module `who`."""
     if key_padding_mask is None:
         return None
     kpm = as_bool_mask(key_padding_mask, "key_padding_mask")
-    B, S = query.shape[0], keys.shape[-2]
     if kpm.shape != (B, S):
-        raise ValueError(f"Attention: key_padding_mask must be (B, S) = {(B, S)}, got shape {kpm.shape}")
+        raise ValueError(f"{who}: key_padding_mask must be (B, S) = {(B, S)}, got shape {kpm.shape}")
     return kpm
 
 
@@ -267,7 +266,7 @@ class Attention(Module):
         if keys.shape[-2] != values.shape[-2]:
             raise ValueError(f"Attention: keys (..., S, Dk) and values (..., S, Dv) must share S, "
                              f"got keys {keys.shape} and values {values.shape}")
-        kpm = _padding(key_padding_mask, query, keys)
+        kpm = check_key_padding(key_padding_mask, query.shape[0], keys.shape[-2], "Attention")
         prepared = self.score.prepare_keys(keys) if prepared_keys is None else prepared_keys
         s = self.score.score_prepared(query, prepared)                   # score (..., L, S)
         allowed = _allowed(attn_mask, kpm, s.shape)                       # mask
