@@ -174,10 +174,8 @@ def memory_efficient_attention(query, key, value, attn_mask=None, is_causal=Fals
     q, k, v = as_tensor(query), as_tensor(key), as_tensor(value)
     chunk_size = check_int("chunk_size", chunk_size, 1, fn)
     shape = check_qkv(q, k, v, fn)
-    if is_causal and attn_mask is not None:
-        raise ValueError(f"{fn}: give attn_mask or is_causal=True, not both "
-                         f"(fold the causal rule into attn_mask with attention.causal_mask)")
-    allowed, bias = (None, None) if is_causal else prepare_masks(attn_mask, False, shape, q.dtype)
+    # (is_causal alone: the rule is built per chunk; with attn_mask, prepare_masks refuses the two together)
+    allowed, bias = (None, None) if attn_mask is None else prepare_masks(attn_mask, is_causal, shape, q.dtype, who=fn)
     return attend_chunked(q, k, v, allowed, bias, is_causal, scale, chunk_size)
 
 

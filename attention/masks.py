@@ -125,10 +125,11 @@ def _causal(L, S, align):
     return m
 
 
-def prepare_masks(attn_mask, is_causal, scores_shape, dtype, name="attn_mask", bool_meaning="True = may attend"):
+def prepare_masks(attn_mask, is_causal, scores_shape, dtype, name="attn_mask", bool_meaning="True = may attend",
+                  who="scaled_dot_product_attention"):
     """attn_mask / is_causal -> (allowed bool array or None, float bias Tensor or None) for scores_shape."""
     if is_causal and attn_mask is not None:
-        raise ValueError(f"scaled_dot_product_attention: give {name} or is_causal=True, not both "
+        raise ValueError(f"{who}: give {name} or is_causal=True, not both "
                          f"(fold the causal rule into {name} with attention.causal_mask)")
     L, S = scores_shape[-2:]
     if is_causal:
@@ -173,10 +174,7 @@ def mha_masks(key_padding_mask, attn_mask, is_causal, B, H, L, S, dtype):
     """MultiHeadAttention's mask arguments -> (allowed bool array or None, float bias Tensor or None),
     broadcastable to the scores (B, H, L, S): is_causal, then attn_mask ((L, S), (B*H, L, S) or broadcasting
     to (B, H, L, S)), then key_padding_mask (B, S), True = padding, each folded into one attend mask."""
-    shape = (B, H, L, S)
-    if is_causal and attn_mask is not None:
-        raise ValueError("MultiHeadAttention: give attn_mask or is_causal=True, not both "
-                         "(fold the causal rule into attn_mask with attention.causal_mask)")
+    shape = (B, H, L, S)  # (attn_mask with is_causal: MultiHeadAttention.forward refuses the two together)
     allowed, bias = prepare_masks(None, is_causal, shape, dtype)
     if attn_mask is not None:
         m = attn_mask if isinstance(attn_mask, Tensor) else Tensor(np.asarray(attn_mask))
