@@ -317,13 +317,10 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     """
     q, k, v = ops.as_tensor(query), ops.as_tensor(key), ops.as_tensor(value)
     groups = gqa_groups(q, k, v) if enable_gqa else 1
-    if groups == 1:
-        shape = check_qkv(q, k, v)
-        allowed, bias = prepare_masks(attn_mask, is_causal, shape, q.dtype)
-        return attend(q, k, v, None, allowed, bias, dropout_p, scale, return_weights, training, rng)
-    shape = check_qkv(q, repeat_kv(k.detach(), groups), repeat_kv(v.detach(), groups))  # (..., Hq, L, S)
-    allowed, bias = prepare_masks(attn_mask, is_causal, shape, q.dtype)
-    return attend_grouped(q, k, v, allowed, bias, dropout_p, scale, return_weights, training, rng)
+    kv = (k, v) if groups == 1 else (repeat_kv(k.detach(), groups), repeat_kv(v.detach(), groups))
+    allowed, bias = prepare_masks(attn_mask, is_causal, check_qkv(q, *kv), q.dtype)  # scores (..., Hq, L, S)
+    args = (allowed, bias, dropout_p, scale, return_weights, training, rng)
+    return attend(q, k, v, None, *args) if groups == 1 else attend_grouped(q, k, v, *args)
 
 
 def attend_grouped(q, k, v, allowed, bias, dropout_p, scale, return_weights, training, rng):

@@ -310,14 +310,19 @@ def sliding_window_attention(query, key, value, window, causal=False, dilation=1
                      lambda g: (None, None, None), fn)
     with quiet(dirty):
         out, cache = _sw_forward(qd, kd, vd, lay, kvalid, gidx, causal, scale, _MASKED if dirty else _CLEAN)
+    # the dense mask it equals (a reach past the sequence changes no pair)
+    mask = functools.partial(_window_mask, L, -lay.lo, causal, dilation, gidx, kvalid)
+    return _node(out, q, k, v, lambda g, need, path: _sw_backward(g, cache, lay, gidx, scale, need, path), dirty,
+                 scale, mask, fn)
 
-    def backward(g):  # (dq, dk, dv); see _sw_backward
+
+def _node(out, q, k, v, grads, dirty, scale, mask, fn):
+    """A blocked kernel's node: its backward runs grads(g, need, path) -> (dq, dk, dv) on the clean path or the
+    non-finite one (the forward's, or g's own); create_graph differentiates dense attention with mask()."""
+    def backward(g):
         d = dirty or any_nonfinite(g)
         with quiet(d):
-            return _sw_backward(g, cache, lay, gidx, scale, (q.requires_grad, k.requires_grad, v.requires_grad),
-                                _MASKED if d else _CLEAN)
-    # create_graph: dense attention with the mask this kernel equals (a reach past the sequence changes no pair)
-    mask = functools.partial(_window_mask, L, -lay.lo, causal, dilation, gidx, kvalid)
+            return grads(g, (q.requires_grad, k.requires_grad, v.requires_grad), _MASKED if d else _CLEAN)
     return make_node(out, (q, k, v), backward, fn, reference=functools.partial(_local_plain, scale, mask, dirty))
 
 
@@ -374,7 +379,7 @@ def _fixed_forward(q, k, v, stride, c, causal, kvalid, scale, path):
                      out=out, blocks=blocks, unb=unb)
 
 
-def _fixed_backward(g, c, need, path):
+def _fixed_backward(g, c, scale, need, path):
     """-> (dq, dk, dv) of _fixed_forward."""
     p, pg, allowed, ag, cols = c["p"], c["pg"], np.broadcast_to(c["allowed"], c["p"].shape), c["ag"], c["cols"]
     blocks, unb = c["blocks"], c["unb"]
@@ -385,8 +390,8 @@ def _fixed_backward(g, c, need, path):
     ds = path.select((gb @ T(c["vb"]) - blocks(dsum)) * p, allowed)
     dsg = path.select((g @ T(c["vg"]) - dsum) * pg, ag)
     dq = dk = dv = None
-    if need[0]:  # w.r.t. q * scale; the caller multiplies by scale
-        dq = unb(mm(ds, c["kb"], allowed)) + mm(dsg, c["kg"], ag)
+    if need[0]:  # s = (q scale) k^T
+        dq = (unb(mm(ds, c["kb"], allowed)) + mm(dsg, c["kg"], ag)) * scale
     if need[1]:  # unb gives a fresh array: the summary columns add into it
         dk = unb(mm(T(ds), c["qb"], T(allowed)))
         dk[..., cols, :] += mm(T(dsg), c["qs"], T(ag))
@@ -409,15 +414,9 @@ def fixed_attention(query, key, value, stride, c=1, causal=True, key_padding_mas
     batch, L, kvalid, scale, (qd, kd, vd), dirty = _self_attention(q, k, v, key_padding_mask, scale, fn)
     with quiet(dirty):
         out, cache = _fixed_forward(qd, kd, vd, stride, c, causal, kvalid, scale, _MASKED if dirty else _CLEAN)
-
-    def backward(g):  # (dq, dk, dv)
-        d = dirty or any_nonfinite(g)
-        with quiet(d):
-            dq, dk, dv = _fixed_backward(g, cache, (q.requires_grad, k.requires_grad, v.requires_grad),
-                                         _MASKED if d else _CLEAN)
-        return (None if dq is None else dq * scale), dk, dv
     mask = functools.partial(_fixed_mask, L, stride, c, causal, kvalid)  # the dense mask it equals
-    return make_node(out, (q, k, v), backward, fn, reference=functools.partial(_local_plain, scale, mask, dirty))
+    return _node(out, q, k, v, lambda g, need, path: _fixed_backward(g, cache, scale, need, path), dirty, scale,
+                 mask, fn)
 
 
 def _fixed_mask(L, stride, c, causal, kvalid):
