@@ -306,12 +306,12 @@ def sliding_window_attention(query, key, value, window, causal=False, dilation=1
     gidx = np.zeros(0, np.int64) if global_tokens is None else global_index(global_tokens, L, fn)
     lay = _Layout(L, window, causal, dilation)
     if L == 0:
-        return make_node(np.zeros(batch + (0, v.shape[-1]), q.dtype), (q, k, v),
-                     lambda g: (None, None, None), fn)
+        return make_node(np.zeros(batch + (0, v.shape[-1]), q.dtype), (q, k, v), lambda g: (None,) * 3, fn)
     with quiet(dirty):
         out, cache = _sw_forward(qd, kd, vd, lay, kvalid, gidx, causal, scale, _MASKED if dirty else _CLEAN)
-    # the dense mask it equals (a reach past the sequence changes no pair)
-    mask = functools.partial(_window_mask, L, -lay.lo, causal, dilation, gidx, kvalid)
+
+    def mask():  # the dense mask it equals (a reach past the sequence changes no pair), and the key padding
+        return sliding_window_reference_mask(L, -lay.lo, causal, dilation, gidx) & kvalid[..., None, :]
     return _node(out, q, k, v, lambda g, need, path: _sw_backward(g, cache, lay, gidx, scale, need, path), dirty,
                  scale, mask, fn)
 
@@ -324,14 +324,6 @@ def _node(out, q, k, v, grads, dirty, scale, mask, fn):
         with quiet(d):
             return grads(g, (q.requires_grad, k.requires_grad, v.requires_grad), _MASKED if d else _CLEAN)
     return make_node(out, (q, k, v), backward, fn, reference=functools.partial(_local_plain, scale, mask, dirty))
-
-
-def _window_mask(L, reach, causal, dilation, gidx, kvalid):
-    """The dense mask sliding_window_attention equals: its window, its global tokens, its key padding."""
-    allowed = sliding_window_mask(L, reach, causal=causal, dilation=dilation)
-    if len(gidx):
-        allowed = allowed | global_token_mask(L, gidx, causal)
-    return allowed & kvalid[..., None, :]
 
 
 def _local_plain(scale, mask, dirty, q, k, v):
@@ -414,10 +406,9 @@ def fixed_attention(query, key, value, stride, c=1, causal=True, key_padding_mas
     batch, L, kvalid, scale, (qd, kd, vd), dirty = _self_attention(q, k, v, key_padding_mask, scale, fn)
     with quiet(dirty):
         out, cache = _fixed_forward(qd, kd, vd, stride, c, causal, kvalid, scale, _MASKED if dirty else _CLEAN)
-    mask = functools.partial(_fixed_mask, L, stride, c, causal, kvalid)  # the dense mask it equals
+
+    def mask():  # the dense mask it equals, and the key padding
+        return fixed_mask(L, stride, c, causal) & kvalid[..., None, :]
     return _node(out, q, k, v, lambda g, need, path: _fixed_backward(g, cache, scale, need, path), dirty, scale,
                  mask, fn)
 
-
-def _fixed_mask(L, stride, c, causal, kvalid):
-    return fixed_mask(L, stride, c, causal) & kvalid[..., None, :]
