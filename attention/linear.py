@@ -30,22 +30,16 @@ def elu_plus_one(x):
     return ops.relu(x) + ops.minimum(x, 0.0).exp()
 
 
-def _feature_map(feature_map):
-    if callable(feature_map):
-        return feature_map
-    if feature_map == "elu+1":
-        return elu_plus_one
-    raise ValueError(f"linear_attention: feature_map must be one of {FEATURE_MAPS} or a callable Tensor -> Tensor, "
-                     f"got {feature_map!r}")
-
-
 def _phis(q, k, v, causal, feature_map):
     q, k, v = as_tensor(q), as_tensor(k), as_tensor(v)
     check_qkv(q, k, v, "linear_attention")
     if causal and q.shape[-2] != k.shape[-2]:
         raise ValueError(f"linear_attention: causal=True needs as many queries as keys (L == S), got q {q.shape} "
                          f"and k {k.shape}")
-    phi = _feature_map(feature_map)
+    if not callable(feature_map) and feature_map != "elu+1":
+        raise ValueError(f"linear_attention: feature_map must be one of {FEATURE_MAPS} or a callable Tensor -> "
+                         f"Tensor, got {feature_map!r}")
+    phi = elu_plus_one if feature_map == "elu+1" else feature_map
     return phi(q), phi(k), v
 
 

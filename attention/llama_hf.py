@@ -91,21 +91,20 @@ def _check_shape(who, key, a, shape):
         raise ValueError(f"{who}: '{key}' must have shape {tuple(shape)}, got {a.shape}")
 
 
-def _head_perm(rows, head_dim, inverse, who):
-    """Row order taking a (n D, C) q or k projection from the half layout to the interleaved one (or back)."""
+def _relayout(w, layout, head_dim, inverse, who):
+    """A (n D, C) q or k projection with its rows taken from the half layout to `layout` (or back, inverse)."""
+    if layout not in ("half", "interleaved"):
+        raise ValueError(f"{who}: layout must be 'half' or 'interleaved', got {layout!r}")
+    if layout == "half":
+        return w
+    rows = w.shape[0]
     if isinstance(head_dim, bool) or not isinstance(head_dim, (int, np.integer)) or head_dim < 2 or head_dim % 2 \
             or rows % head_dim:
         raise ValueError(f"{who}: layout='interleaved' needs head_dim, an even divisor of the q and k rows ({rows}), "
                          f"got {head_dim!r}")
     n, h = rows // head_dim, head_dim // 2
     idx = np.arange(rows).reshape(n, 2, h).transpose(0, 2, 1).reshape(rows)  # interleaved row 2i <- half row i
-    return np.argsort(idx) if inverse else idx
-
-
-def _relayout(w, layout, head_dim, inverse, who):
-    if layout not in ("half", "interleaved"):
-        raise ValueError(f"{who}: layout must be 'half' or 'interleaved', got {layout!r}")
-    return w if layout == "half" else w[_head_perm(w.shape[0], head_dim, inverse, who)]
+    return w[np.argsort(idx) if inverse else idx]
 
 
 def _layer_shapes(who, key, layer, names, C):

@@ -171,17 +171,11 @@ SCORES = ("dot", "scaled_dot", "general", "additive", "cosine")
 
 def make_score(name, query_dim=None, key_dim=None, hidden_dim=None):
     """A score module by name (one of SCORES); general and additive need dims."""
-    if name == "dot":
-        return DotScore()
-    if name == "scaled_dot":
-        return ScaledDotScore()
-    if name == "general":
-        return GeneralScore(query_dim, key_dim)
-    if name == "additive":
-        return AdditiveScore(query_dim, key_dim, hidden_dim or query_dim)
-    if name == "cosine":
-        return CosineScore()
-    raise ValueError(f"make_score: name must be one of {SCORES}, got {name!r}")
+    if name not in SCORES:
+        raise ValueError(f"make_score: name must be one of {SCORES}, got {name!r}")
+    return {"dot": DotScore, "scaled_dot": ScaledDotScore, "cosine": CosineScore,
+            "general": lambda: GeneralScore(query_dim, key_dim),
+            "additive": lambda: AdditiveScore(query_dim, key_dim, hidden_dim or query_dim)}[name]()
 
 
 def _clear_positions(x, hidden):

@@ -169,14 +169,11 @@ class Canvases:
         """n fresh training canvases: (images, labels, boxes)."""
         return self._draw(n, rng, self._train)
 
-    def _objects(self, n, rng, source):
-        idx = rng.integers(0, len(source[0]), n)
-        return source[0][idx], source[1][idx]
-
     def _draw(self, n, rng, source):
         S, (h, w) = self.size, self.object_shape
         f = min(self.clutter_size, h, w)
-        obj, labels = self._objects(n, rng, source)
+        idx = rng.integers(0, len(source[0]), n)
+        obj, labels = source[0][idx], source[1][idx]
         canvas = np.zeros((n, S, S), np.float32)
         r, c = rng.integers(0, S - h + 1, n), rng.integers(0, S - w + 1, n)
         rows = np.arange(n)[:, None, None]
