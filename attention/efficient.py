@@ -98,9 +98,10 @@ def _forward_loop(ch, v, select, product):
     return out, lse
 
 
-def _grads(batch, ch, v, need, bias_shape):
+def _grads(ch, v, need, bias_shape):
     """Zeroed (dq, dk, dv, dbias) for the flags in need (None elsewhere), summed into chunk by chunk."""
     qs, k = ch.qs, ch.k
+    batch = np.broadcast_shapes(qs.shape[:-2], k.shape[:-2], v.shape[:-2])
     return (np.zeros(batch + qs.shape[-2:], qs.dtype) if need[0] else None,
             np.zeros(batch + k.shape[-2:], qs.dtype) if need[1] else None,
             np.zeros(batch + v.shape[-2:], qs.dtype) if need[2] else None,
@@ -112,8 +113,7 @@ def _backward(g, ch, v, out, lse, scale, need, bias_shape):
     qs, k = ch.qs, ch.k
     T = lambda x: np.swapaxes(x, -1, -2)  # noqa: E731
     dsum = np.sum(g * out, axis=-1, keepdims=True)           # (..., L, 1): sum_j p_ij dp_ij
-    batch = np.broadcast_shapes(qs.shape[:-2], k.shape[:-2], v.shape[:-2])
-    dq, dk, dv, db = _grads(batch, ch, v, need, bias_shape)
+    dq, dk, dv, db = _grads(ch, v, need, bias_shape)
     for r0, c0, c1, s, a in ch:
         p = np.exp(s - lse[..., r0:, :])                     # the forward's weights of this chunk
         gr = g[..., r0:, :]
@@ -141,8 +141,7 @@ def _backward_masked(g, ch, v, out, lse, scale, need, bias_shape):
         live = None
     else:
         dsum = np.where(live, dsum, zero)
-    batch = np.broadcast_shapes(qs.shape[:-2], k.shape[:-2], v.shape[:-2])
-    dq, dk, dv, db = _grads(batch, ch, v, need, bias_shape)
+    dq, dk, dv, db = _grads(ch, v, need, bias_shape)
     for r0, c0, c1, s, a in ch:
         p = np.exp(s - lse[..., r0:, :])
         A = None if a is None else np.broadcast_to(a, p.shape)

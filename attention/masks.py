@@ -186,10 +186,8 @@ def mha_masks(key_padding_mask, attn_mask, is_causal, B, H, L, S, dtype):
         a, bias = prepare_masks(m, False, shape, dtype, "attn_mask")
         allowed = combine(allowed, a)
     if key_padding_mask is not None:
+        as_mask_array(key_padding_mask, "MultiHeadAttention: key_padding_mask", "True = padding, ignored")  # dtype
         kpm = key_padding_mask if isinstance(key_padding_mask, Tensor) else Tensor(np.asarray(key_padding_mask))
-        if kpm.dtype != bool and kpm.dtype.kind != "f":  # say it here: as_mask_array's wording is attn_mask's
-            raise TypeError(f"MultiHeadAttention: key_padding_mask must be bool (True = padding, ignored) "
-                            f"or float (added to the scores), got dtype {kpm.dtype}")
         if kpm.shape != (B, S):
             raise ValueError(f"MultiHeadAttention: key_padding_mask must be (B, S) = {(B, S)}, "
                              f"got shape {kpm.shape}")

@@ -10,7 +10,7 @@ from minigrad.nn import Linear, Module, Parameter, parameter, uniform_
 
 from ._nonfinite import any_nonfinite
 from .functional import default_scale, masked_softmax
-from .masks import as_bool_mask, check_broadcast, check_polarity, key_padding_to_attn_mask
+from .masks import as_bool_mask, check_broadcast, check_polarity, combine, key_padding_to_attn_mask
 
 __all__ = ("Attention", "Score", "DotScore", "ScaledDotScore", "GeneralScore", "AdditiveScore", "CosineScore",
            "make_score", "dot_score", "scaled_dot_score", "SCORES")
@@ -231,9 +231,8 @@ def _allowed(attn_mask, kpm, shape):
         allowed = as_bool_mask(attn_mask, "attn_mask")
         check_broadcast(allowed, shape, "attn_mask")
         check_polarity(allowed, "attn_mask")
-    if kpm is not None:
-        pad = key_padding_to_attn_mask(kpm, ndim=len(shape))  # (B, 1, ..., S), True = may attend
-        allowed = pad if allowed is None else allowed & pad
+    if kpm is not None:  # (B, 1, ..., S), True = may attend
+        allowed = combine(allowed, key_padding_to_attn_mask(kpm, ndim=len(shape)))
     return allowed
 
 
