@@ -9,7 +9,7 @@ import numpy as np
 from minigrad import Tensor, get_default_dtype
 
 # the API; shared with the kernels and modules, not API: as_mask_array, as_bool_mask,
-# check_broadcast, check_polarity, check_int, prepare_masks, combine, mha_masks, global_index
+# check_broadcast, check_polarity, check_int, check_heads, prepare_masks, combine, mha_masks, global_index
 __all__ = ("causal_mask", "generate_square_subsequent_mask", "padding_mask_from_lengths",
            "key_padding_to_attn_mask", "sliding_window_mask", "global_token_mask", "strided_mask", "fixed_mask",
            "attended_pairs", "sliding_window_reference_mask")
@@ -113,6 +113,15 @@ def check_int(name, value, low, fn):
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
         raise ValueError(f"{fn}: {name} must be an integer >= {low}, got {value!r}")
     return int(value)
+
+
+def check_heads(dim, num_heads, who):
+    """The head width dim // num_heads, or a ValueError naming `who` unless dim is a multiple of num_heads."""
+    check_int("dim", dim, 1, who)
+    check_int("num_heads", num_heads, 1, who)
+    if dim % num_heads:
+        raise ValueError(f"{who}: dim {dim} must be a multiple of num_heads {num_heads}")
+    return dim // num_heads
 
 
 # ---- from the user's arguments to one (allowed, bias) pair ---------------------------------------
