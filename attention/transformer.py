@@ -75,13 +75,11 @@ class _Layer(Module):
         act = _ACTIVATIONS[self.activation] if isinstance(self.activation, str) else self.activation
         return self.linear2(self.dropout(act(self.linear1(x))))
 
-    def _residual(self, x, norm, block):
-        """Pre-LN x + block(norm(x)), or post-LN norm(x + block(x)); block returns (y, extra)."""
-        if self.norm_first:
-            y, extra = block(norm(x))
-            return x + y, extra
-        y, extra = block(x)
-        return norm(x + y), extra
+    def _residual(self, x, norm, drop, block):
+        """Pre-LN x + drop(block(norm(x))), or post-LN norm(x + drop(block(x))); block returns (y, extra), extra
+        the attention's weights (or None), returned beside."""
+        y, extra = block(norm(x) if self.norm_first else x)
+        return (x + drop(y) if self.norm_first else norm(x + drop(y))), extra
 
 
 class TransformerEncoderLayer(_Layer):
@@ -99,13 +97,11 @@ class TransformerEncoderLayer(_Layer):
                 cache=None):
         """src (B, T, C); src_mask bool True = may attend, or float. need_weights: also return (B, H, T, T).
         cache: a KVCache for decoding (a decoder-only model of causal encoder layers), see MultiHeadAttention."""
-        def sa(h):
-            a, w = self.self_attn(h, attn_mask=src_mask, key_padding_mask=src_key_padding_mask,
-                                  is_causal=is_causal, need_weights=need_weights,
-                                  **({} if cache is None else {"cache": cache}))
-            return self.dropout1(a), w
-        x, w = self._residual(src, self.norm1, sa)
-        x, _ = self._residual(x, self.norm2, lambda h: (self.dropout2(self._ff(h)), None))
+        kw = {} if cache is None else {"cache": cache}
+        x, w = self._residual(src, self.norm1, self.dropout1, lambda h: self.self_attn(
+            h, attn_mask=src_mask, key_padding_mask=src_key_padding_mask, is_causal=is_causal,
+            need_weights=need_weights, **kw))
+        x, _ = self._residual(x, self.norm2, self.dropout2, lambda h: (self._ff(h), None))
         return (x, w) if need_weights else x
 
 
@@ -127,19 +123,13 @@ class TransformerDecoderLayer(_Layer):
         cache: a KVCache: tgt holds the positions after the cached ones (tgt_mask, tgt_key_padding_mask cover
         all of them); the memory's keys and values are projected on the first call and kept."""
         kw = {} if cache is None else {"cache": cache}
-
-        def sa(h):
-            a, w = self.self_attn(h, attn_mask=tgt_mask, key_padding_mask=tgt_key_padding_mask,
-                                  is_causal=tgt_is_causal, need_weights=need_weights, **kw)
-            return self.dropout1(a), w
-
-        def ca(h):
-            a, w = self.multihead_attn(h, memory, memory, attn_mask=memory_mask, is_causal=memory_is_causal,
-                                       key_padding_mask=memory_key_padding_mask, need_weights=need_weights, **kw)
-            return self.dropout2(a), w
-        x, w_self = self._residual(tgt, self.norm1, sa)
-        x, w_cross = self._residual(x, self.norm2, ca)
-        x, _ = self._residual(x, self.norm3, lambda h: (self.dropout3(self._ff(h)), None))
+        x, w_self = self._residual(tgt, self.norm1, self.dropout1, lambda h: self.self_attn(
+            h, attn_mask=tgt_mask, key_padding_mask=tgt_key_padding_mask, is_causal=tgt_is_causal,
+            need_weights=need_weights, **kw))
+        x, w_cross = self._residual(x, self.norm2, self.dropout2, lambda h: self.multihead_attn(
+            h, memory, memory, attn_mask=memory_mask, is_causal=memory_is_causal,
+            key_padding_mask=memory_key_padding_mask, need_weights=need_weights, **kw))
+        x, _ = self._residual(x, self.norm3, self.dropout3, lambda h: (self._ff(h), None))
         return (x, (w_self, w_cross)) if need_weights else x
 
 
