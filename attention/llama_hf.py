@@ -145,10 +145,9 @@ def from_hf_llama(state_dict, layout="half", head_dim=None):
         out[ours + _IN_PROJ] = np.concatenate([q, k, v], axis=0)   # rows [0, C) q, then k, then v
         for name, here in _LAYER:
             out[ours + here] = layer[name]
-    _check_shape(who, "model.norm.weight", rest["model.norm.weight"], (C,))
-    _check_shape(who, "lm_head.weight", rest["lm_head.weight"], (V, C))
-    out["norm.weight"] = rest["model.norm.weight"]
-    out["lm_head.weight"] = rest["lm_head.weight"]
+    for key, here, shape in (("model.norm.weight", "norm.weight", (C,)), ("lm_head.weight", "lm_head.weight", (V, C))):
+        _check_shape(who, key, rest[key], shape)
+        out[here] = rest[key]
     return out
 
 
@@ -179,10 +178,9 @@ def to_hf_llama(state_dict, layout="half", head_dim=None):
         for name, here in _LAYER:
             out[hf + name] = layer[here]
         _layer_shapes(who, ours, layer, [here for _, here in _LAYER], C)
-    _check_shape(who, "norm.weight", rest["norm.weight"], (C,))
-    _check_shape(who, "lm_head.weight", rest["lm_head.weight"], (V, C))
-    out["model.norm.weight"] = rest["norm.weight"]
-    out["lm_head.weight"] = rest["lm_head.weight"]
+    for key, name, shape in (("norm.weight", "model.norm.weight", (C,)), ("lm_head.weight", "lm_head.weight", (V, C))):
+        _check_shape(who, key, rest[key], shape)
+        out[name] = rest[key]
     return out
 
 

@@ -183,17 +183,14 @@ def mha_masks(key_padding_mask, attn_mask, is_causal, B, H, L, S, dtype):
     """MultiHeadAttention's mask arguments -> (allowed bool array or None, float bias Tensor or None),
     broadcastable to the scores (B, H, L, S): is_causal, then attn_mask ((L, S), (B*H, L, S) or broadcasting
     to (B, H, L, S)), then key_padding_mask (B, S), True = padding, each folded into one attend mask."""
-    shape = (B, H, L, S)  # (attn_mask with is_causal: MultiHeadAttention.forward refuses the two together)
-    allowed, bias = prepare_masks(None, is_causal, shape, dtype)
-    if attn_mask is not None:
-        m = attn_mask if isinstance(attn_mask, Tensor) else Tensor(np.asarray(attn_mask))
-        if m.ndim == 3 and m.shape[0] == B * H:  # PyTorch's (B*H, L, S) layout (also when B*H == 1)
-            m = m.reshape(B, H, L, S)
-        elif m.ndim not in (2, 4):
-            raise ValueError(f"MultiHeadAttention: attn_mask must be (L, S), (B*H, L, S) or broadcast "
-                             f"to (B, H, L, S) = {shape}, got shape {m.shape}")
-        a, bias = prepare_masks(m, False, shape, dtype, "attn_mask")
-        allowed = combine(allowed, a)
+    shape = (B, H, L, S)
+    m = attn_mask if attn_mask is None or isinstance(attn_mask, Tensor) else Tensor(np.asarray(attn_mask))
+    if m is not None and m.ndim == 3 and m.shape[0] == B * H:  # PyTorch's (B*H, L, S) layout (also when B*H == 1)
+        m = m.reshape(B, H, L, S)
+    elif m is not None and m.ndim not in (2, 4):
+        raise ValueError(f"MultiHeadAttention: attn_mask must be (L, S), (B*H, L, S) or broadcast "
+                         f"to (B, H, L, S) = {shape}, got shape {m.shape}")
+    allowed, bias = prepare_masks(m, is_causal, shape, dtype, who="MultiHeadAttention")
     if key_padding_mask is not None:
         as_mask_array(key_padding_mask, "MultiHeadAttention: key_padding_mask", "True = padding, ignored")  # dtype
         kpm = key_padding_mask if isinstance(key_padding_mask, Tensor) else Tensor(np.asarray(key_padding_mask))
