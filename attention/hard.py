@@ -24,7 +24,7 @@ MixedRead.__doc__ = ("What fifty_percent_trick returns: weights (B, S), index (B
                      "entropy (B,), soft (B,) bool: rows that read the expectation.")
 
 
-class Rollout(namedtuple("Rollout", "logits log_prob entropy state hit std")):
+class Rollout(namedtuple("Rollout", "logits log_prob entropy state hit std", defaults=(None,) * 4)):
     """A hard-attention model's output: logits (B, C); log_prob and entropy (B,) or (B, T); state (B, H) for
     a learned baseline; hit (B,) bool (did the read land on the target?) or None; std (a policy's scale) or None.
 
@@ -33,9 +33,6 @@ class Rollout(namedtuple("Rollout", "logits log_prob entropy state hit std")):
     cross-entropy."""
 
     __slots__ = ()
-
-    def __new__(cls, logits, log_prob, entropy=None, state=None, hit=None, std=None):
-        return super().__new__(cls, logits, log_prob, entropy, state, hit, std)
 
 
 def _check_scores(scores, who):
