@@ -150,21 +150,13 @@ def _blocked_softmax_masked(s, allowed, rows, unrows, sg, ag):
     return _select(p, allowed), (None if pg is None else _select(pg, ag))
 
 
-def _matmul(P, X, A):
-    return P @ X
-
-
 def _select(x, A):
     return np.where(A, x, np.zeros((), x.dtype))
 
 
-def _unchanged(x, A):
-    return x
-
-
 # clean: plain products. Non-finite (q, k, v or g holds a NaN or inf): the weights and score gradients of masked
 # pairs are exactly 0 (np.where) and the products skip them (masked_matmul): the rule of _nonfinite.py.
-_CLEAN = SimpleNamespace(softmax=_blocked_softmax, mm=_matmul, select=_unchanged, masked=False)
+_CLEAN = SimpleNamespace(softmax=_blocked_softmax, mm=lambda P, X, A: P @ X, select=lambda x, A: x, masked=False)
 _MASKED = SimpleNamespace(softmax=_blocked_softmax_masked, mm=masked_matmul, select=_select, masked=True)
 
 
