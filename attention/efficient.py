@@ -8,7 +8,7 @@ import numpy as np
 from minigrad import Tensor, make_node
 from minigrad.ops import as_tensor
 
-from ._nonfinite import any_nonfinite, masked_matmul, quiet
+from ._nonfinite import any_nonfinite, live_rows, masked_matmul, quiet
 from .functional import check_qkv, default_scale, dense_plain
 from .masks import check_int, prepare_masks
 
@@ -136,10 +136,8 @@ def _backward_masked(g, ch, v, out, lse, scale, need, bias_shape):
     zero = np.zeros((), qs.dtype)
     T = lambda x: np.swapaxes(x, -1, -2)  # noqa: E731
     dsum = np.sum(g * out, axis=-1, keepdims=True)
-    live = g.any(axis=-1, keepdims=True)                     # (..., L, 1)
-    if live.all():
-        live = None
-    else:
+    live = live_rows(g)                                      # (..., L, 1) or None
+    if live is not None:
         dsum = np.where(live, dsum, zero)
     dq, dk, dv, db = _grads(ch, v, need, bias_shape)
     for r0, c0, c1, s, a in ch:

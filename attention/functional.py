@@ -9,7 +9,7 @@ import numpy as np
 from minigrad import Tensor, autograd, make_node, ops, random  # (random: minigrad's seeded generator, not the stdlib's)
 from minigrad.fast import blas
 
-from ._nonfinite import any_nonfinite, masked_matmul, quiet
+from ._nonfinite import any_nonfinite, live_rows, masked_matmul, quiet
 from .softmax import masked_softmax  # noqa: F401  (its own file; attention.functional.masked_softmax still works)
 from .masks import (as_bool_mask, as_mask_array, causal_mask, check_broadcast, key_padding_to_attn_mask,  # noqa: F401
                     padding_mask_from_lengths, prepare_masks)
@@ -135,8 +135,8 @@ def _backward_masked(g, cache, scale, need):
     qs, k, v, p, pd, keep, out, allowed, _ = cache
     # a query whose incoming gradient is all 0 (a padding position the loss ignores, say) contributes nothing,
     # even if its own row is NaN (a garbage query): 0 * NaN counts as 0, as for masked pairs
-    live = g.any(axis=-1, keepdims=True)                          # (..., L, 1)
-    if not live.all():
+    live = live_rows(g)                                           # (..., L, 1) or None
+    if live is not None:
         pd = np.where(live, pd, np.zeros((), pd.dtype))
         allowed = allowed & live
     dv = masked_matmul(np.swapaxes(pd, -1, -2), g, np.swapaxes(allowed, -1, -2)) if need[2] else None

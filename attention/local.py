@@ -10,7 +10,7 @@ import numpy as np
 from minigrad import make_node
 from minigrad.ops import as_tensor
 
-from ._nonfinite import any_nonfinite, masked_matmul, quiet
+from ._nonfinite import any_nonfinite, live_rows, masked_matmul, quiet
 from .functional import check_qkv, default_scale, dense_plain, sdpa_backward, sdpa_forward
 from .masks import as_bool_mask, check_int, global_index
 # the old paths attention.local.X of the pattern masks, which moved to masks.py (Luong's local-m / local-p,
@@ -160,14 +160,6 @@ _CLEAN = SimpleNamespace(softmax=_blocked_softmax, mm=lambda P, X, A: P @ X, sel
 _MASKED = SimpleNamespace(softmax=_blocked_softmax_masked, mm=masked_matmul, select=_select, masked=True)
 
 
-def _live(g):
-    """Non-finite path: the queries whose incoming gradient is not all 0 (..., L, 1), or None if that is every
-    query. Only they add to the gradients: a padding position the loss ignores adds nothing, even if its own
-    row is NaN (a garbage query)."""
-    live = g.any(axis=-1, keepdims=True)
-    return None if live.all() else live
-
-
 # ---- sliding-window attention ---------------------------------------------------------------------------
 
 def _sw_forward(q, k, v, lay, kvalid, gidx, causal, scale, path):
@@ -219,7 +211,7 @@ def _sw_backward(g, cache, lay, gidx, scale, need, path):
     if ng:
         gl = g.copy()
         gl[..., gidx, :] = 0                                               # global rows: the dense part's
-    live = _live(g) if path.masked else None
+    live = live_rows(g) if path.masked else None
     if live is not None:
         lr = lay.rows(live)
         p, allowed = _select(p, lr), allowed & lr
