@@ -54,8 +54,7 @@ def make_glyphs(n, rng, size=8, labels=None):
     cos, sin = np.cos(angle) * scale, np.sin(angle) * scale
     A = np.stack([np.stack([cos, -sin + shear * cos], -1), np.stack([sin, cos + shear * sin], -1)], -2)  # (n,2,2)
     shift = 0.5 + (1 - scale)[:, None] * rng.uniform(-0.5, 0.5, (n, 2))             # stays inside the box
-    p0 = np.einsum("nij,nsj->nsi", A, p0) + shift[:, None]
-    p1 = np.einsum("nij,nsj->nsi", A, p1) + shift[:, None]
+    p0, p1 = (np.einsum("nij,nsj->nsi", A, p) + shift[:, None] for p in (p0, p1))
     # distance from every pixel centre (in box units) to every segment, then the nearest segment;
     # x and y kept apart as (n, S, P) float32 arrays (a trailing axis of 2 is slow in NumPy)
     c = ((np.arange(size) + 0.5) / size).astype(np.float32)
