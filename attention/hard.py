@@ -102,8 +102,6 @@ def fifty_percent_trick(scores, p=0.5, rng=None, sample=True):
     index = dist.sample(rng=rng) if sample else dist.mode()
     B, S = scores.shape
     soft = rng.random(B) < p if sample else np.zeros(B, bool)
-    one_hot = np.zeros((B, S), scores.dtype)
-    one_hot[np.arange(B), index.data] = 1
-    weights = ops.where(soft[:, None], dist.probs, Tensor(one_hot))
+    weights = ops.where(soft[:, None], dist.probs, Tensor(np.eye(S, dtype=scores.dtype)[index.data]))  # or one-hot
     log_prob = ops.where(soft, 0.0, dist.log_prob(index))  # no score-function term for rows read softly
     return MixedRead(weights, index, log_prob, dist.entropy(), soft)
