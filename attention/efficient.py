@@ -9,7 +9,7 @@ from minigrad import Tensor, make_node
 from minigrad.ops import as_tensor
 
 from ._nonfinite import any_nonfinite, live_rows, masked_matmul, quiet
-from .functional import check_qkv, default_scale, dense_plain
+from .functional import as_2d_mask, check_qkv, default_scale, dense_plain
 from .masks import check_int, prepare_masks
 
 # the API; attend_chunked, the node on checked arguments, is shared with multihead.py, not API
@@ -27,7 +27,6 @@ def _cols(m, rows, c0, c1):
     """A mask or bias (..., L or 1, S or 1) cut to query rows [rows:] and key columns [c0, c1)."""
     if m is None:
         return None
-    m = m if m.ndim >= 2 else m.reshape((1,) * (2 - m.ndim) + m.shape)
     m = m if m.shape[-1] == 1 else m[..., c0:c1]
     return m if m.shape[-2] == 1 or rows == 0 else m[..., rows:, :]
 
@@ -37,7 +36,8 @@ class _Chunks:
     (causal: rows >= c0 only) and the masked, scaled scores of those rows."""
 
     def __init__(self, qs, k, allowed, bias, is_causal, chunk):
-        self.qs, self.k, self.allowed, self.bias, self.causal, self.chunk = qs, k, allowed, bias, is_causal, chunk
+        self.qs, self.k, self.causal, self.chunk = qs, k, is_causal, chunk
+        self.allowed, self.bias = as_2d_mask(allowed), as_2d_mask(bias)  # (..., L or 1, S or 1)
         self.L, self.S = qs.shape[-2], k.shape[-2]
 
     def __iter__(self):

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from minigrad import Tensor, autograd, make_node, ops, random  # (random: minigrad's seeded generator, not the stdlib's)
+from minigrad import Tensor, make_node, ops, random  # (random: minigrad's seeded generator, not the stdlib's)
 from minigrad.fast import blas
 
 from ._nonfinite import any_nonfinite, live_rows, masked_matmul, quiet
@@ -14,7 +14,7 @@ from .softmax import masked_softmax  # noqa: F401  (its own file; attention.func
 from .masks import (as_bool_mask, as_mask_array, causal_mask, check_broadcast, key_padding_to_attn_mask,  # noqa: F401
                     padding_mask_from_lengths, prepare_masks)
 
-# the API; shared with the other kernels and modules, not API: check_qkv, default_scale,
+# the API; shared with the other kernels and modules, not API: check_qkv, default_scale, as_2d_mask,
 # sdpa_forward, sdpa_backward, attend, attend_grouped, gqa_groups, group_heads, ungroup_heads
 __all__ = ("scaled_dot_product_attention", "masked_softmax", "reference_sdpa", "repeat_kv")
 
@@ -26,17 +26,16 @@ __all__ = ("scaled_dot_product_attention", "masked_softmax", "reference_sdpa", "
 
 # ---- the NumPy kernels: forward and backward side by side ------------------------------------------
 
-def _as_2d_mask(allowed):
-    """A bool mask of rank < 2 (broadcasting over the last axes) as rank 2, so it can be transposed."""
-    return allowed if allowed.ndim >= 2 else allowed.reshape((1,) * (2 - allowed.ndim) + allowed.shape)
+def as_2d_mask(m):
+    """A mask or bias of rank < 2 (broadcasting over the last axes) as rank 2, to transpose or cut (None: None)."""
+    return m if m is None or m.ndim >= 2 else m.reshape((1,) * (2 - m.ndim) + m.shape)
 
 
 def sdpa_forward(q, k, v, allowed, bias, scale, dropout_p, rng):
     """softmax(q k^T * scale + bias, selected by allowed) [dropout] @ v on arrays; returns (out, p, cache).
     The path is chosen here, once: the clean kernel, or (under a mask, when q, k or v holds a NaN or inf, or a
     row's max score is NaN or +inf) its non-finite twin, which keeps the rule of _nonfinite.py."""
-    if allowed is not None:
-        allowed = _as_2d_mask(allowed)
+    allowed = as_2d_mask(allowed)
     if allowed is None or not any_nonfinite(k, v, q):
         res = _forward(q, k, v, allowed, bias, scale, dropout_p, rng)
         if res is not None:
