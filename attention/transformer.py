@@ -65,7 +65,7 @@ class _Layer(Module):
         self.linear1 = Linear(d_model, gated * dim_feedforward, bias=bias)
         self.dropout = Dropout(dropout)
         self.linear2 = Linear(dim_feedforward, d_model, bias=bias)
-        branches = range(1, 4 if cross else 3)
+        branches = range(1, 4 if cross else 3)  # per residual branch: the norms, then the dropouts (torch's order)
         for i in branches:
             setattr(self, f"norm{i}", LayerNorm(d_model, eps=layer_norm_eps, bias=bias))
         for i in branches:
