@@ -10,7 +10,7 @@ from minigrad.ops import as_tensor
 
 from ._nonfinite import any_nonfinite, live_rows, masked_matmul, quiet
 from .functional import as_2d_mask, check_qkv, default_scale, dense_plain
-from .masks import check_int, prepare_masks
+from .masks import causal_mask, check_int, combine, prepare_masks
 
 # the API; attend_chunked, the node on checked arguments, is shared with multihead.py, not API
 __all__ = ("memory_efficient_attention",)
@@ -49,9 +49,8 @@ class _Chunks:
                 break
             s = self.qs[..., r0:, :] @ np.swapaxes(self.k[..., c0:c1, :], -1, -2)  # (..., L - r0, c)
             a = _cols(self.allowed, r0, c0, c1)
-            if self.causal:
-                ok = np.arange(c0, c1)[None, :] <= np.arange(r0, self.L)[:, None]
-                a = ok if a is None else a & ok
+            if self.causal:  # upper-left: key j <= query i
+                a = combine(a, np.arange(c0, c1)[None, :] <= np.arange(r0, self.L)[:, None])
             b = _cols(self.bias, r0, c0, c1)
             if b is not None:
                 s += b
@@ -202,6 +201,5 @@ def attend_chunked(q, k, v, allowed, bias, is_causal, scale, chunk_size):
 def _efficient_plain(scale, allowed, is_causal, bias, dirty, q, k, v, *mask):
     """Dense attention with the kernel's masks (the causal one made only now), on its node's inputs."""
     if is_causal:
-        causal = np.arange(k.shape[-2])[None, :] <= np.arange(q.shape[-2])[:, None]
-        allowed = causal if allowed is None else allowed & causal
+        allowed = combine(allowed, causal_mask(q.shape[-2], k.shape[-2], "upper_left"))
     return dense_plain(scale, allowed, bias, None, False, dirty, q, k, v, *mask)
