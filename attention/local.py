@@ -12,7 +12,7 @@ from minigrad.ops import as_tensor
 
 from ._nonfinite import any_nonfinite, live_rows, masked_matmul, quiet
 from .functional import check_qkv, default_scale, dense_plain, sdpa_backward, sdpa_forward
-from .masks import as_bool_mask, check_int, global_index
+from .masks import as_bool_mask, causal_mask, check_int, global_index
 # the old paths attention.local.X of the pattern masks, which moved to masks.py (Luong's local-m / local-p,
 # a model rather than a kernel, moved to luong.py: attention.LuongLocalAttention)
 from .masks import (attended_pairs, fixed_mask, global_token_mask, sliding_window_mask,  # noqa: F401
@@ -333,8 +333,7 @@ def _fixed_forward(q, k, v, stride, c, causal, kvalid, scale, path):
     pos = np.arange(nb * s)
     summary = pos % s >= s - c                                          # the last c cells of each block
     valid = np.concatenate([kvalid, np.zeros(kvalid.shape[:-1] + (pad,), bool)], axis=-1)  # (..., nb s)
-    r, cc = np.arange(s)[:, None], np.arange(s)[None, :]
-    inblock = (cc <= r) if causal else np.ones((s, s), bool)            # (s, s)
+    inblock = causal_mask(s) if causal else np.ones((s, s), bool)       # (s, s)
     # own block, summary cells excepted (the columns below hold them for every query)
     kb_ok = (valid & ~summary).reshape(valid.shape[:-1] + (nb, 1, s))
     allowed = inblock & kb_ok                                           # (..., nb, s, s)
