@@ -86,9 +86,7 @@ def _gumbel_noise(shape, dtype, rng):
 
 def _one_hot_argmax(y):
     """One-hot rows (..., S) at each row's argmax, in y's dtype."""
-    y_hard = np.zeros(y.shape, y.dtype)
-    np.put_along_axis(y_hard, np.argmax(y, axis=-1)[..., None], 1, axis=-1)
-    return y_hard
+    return np.eye(y.shape[-1], dtype=y.dtype)[np.argmax(y, axis=-1)]
 
 
 def fifty_percent_trick(scores, p=0.5, rng=None, sample=True):
