@@ -86,7 +86,7 @@ def _gumbel_noise(shape, dtype, rng):
 
 def _one_hot_argmax(y):
     """One-hot rows (..., S) at each row's argmax, in y's dtype."""
-    return np.eye(y.shape[-1], dtype=y.dtype)[np.argmax(y, axis=-1)]
+    return (np.arange(y.shape[-1]) == np.argmax(y, axis=-1)[..., None]).astype(y.dtype)
 
 
 def fifty_percent_trick(scores, p=0.5, rng=None, sample=True):
@@ -100,6 +100,7 @@ def fifty_percent_trick(scores, p=0.5, rng=None, sample=True):
     index = dist.sample(rng=rng) if sample else dist.mode()
     B, S = scores.shape
     soft = rng.random(B) < p if sample else np.zeros(B, bool)
-    weights = ops.where(soft[:, None], dist.probs, Tensor(np.eye(S, dtype=scores.dtype)[index.data]))  # or one-hot
+    one_hot = (np.arange(S) == index.data[:, None]).astype(scores.dtype)
+    weights = ops.where(soft[:, None], dist.probs, Tensor(one_hot))
     log_prob = ops.where(soft, 0.0, dist.log_prob(index))  # no score-function term for rows read softly
     return MixedRead(weights, index, log_prob, dist.entropy(), soft)
