@@ -1,6 +1,6 @@
 """The rule every attention kernel keeps: a NaN or inf in a position a query may not attend reaches no one.
 
-Written once here (the test, the warning switch, the masked product) and imported by the kernels:
+Written once here (the test, the warning switch, the live query rows, the masked product) and imported by the kernels:
 functional.py, local.py and efficient.py.
 """
 from contextlib import nullcontext
@@ -31,6 +31,14 @@ def any_nonfinite(*arrays):
 def quiet(dirty):
     """In the non-finite path, 0 * inf and inf - inf are expected (and selected out or meant): no warnings."""
     return np.errstate(invalid="ignore") if dirty else nullcontext()
+
+
+def live_rows(g):
+    """Non-finite path: the queries whose incoming gradient is not all 0 (..., L, 1), or None if that is every
+    query. Only they add to the gradients: a padding position the loss ignores adds nothing, even if its own
+    row is NaN (a garbage query)."""
+    live = g.any(axis=-1, keepdims=True)
+    return None if live.all() else live
 
 
 def masked_matmul(P, X, A):

@@ -64,10 +64,10 @@ class KVCache:
             raise ValueError(f"{who}: cache holds batch size {self.batch_size}, got a batch of {B} "
                              f"(use a new KVCache, or cache.reset(), for another batch)")
 
-    def check_step(self, B, T, who="KVCache"):
-        """Raise unless a step of T new positions for a batch of B fits: the batch size and max_len."""
+    def check_step(self, B, T, who="KVCache", start=None):
+        """Raise unless T new positions after `start` (default seq_len) for a batch of B fit: batch size, max_len."""
         self._check_batch(B, who)
-        start = self.seq_len
+        start = self.seq_len if start is None else start
         if self.max_len is not None and start + T > self.max_len:
             raise ValueError(f"{who}: positions [{start}, {start + T}) go beyond the cache's max_len={self.max_len}")
         return start
@@ -84,9 +84,7 @@ class KVCache:
         if e is None:
             e = self._entries[id(module)] = _Entry()
             self._owners[id(module)] = module
-        self._check_batch(B, "KVCache")
-        if self.max_len is not None and e.n + T > self.max_len:
-            raise ValueError(f"KVCache: positions [{e.n}, {e.n + T}) go beyond the cache's max_len={self.max_len}")
+        self.check_step(B, T, "KVCache", e.n)
         if e.k is not None and (e.k.shape[1], e.k.shape[3]) != (k.shape[1], k.shape[3]):
             raise ValueError(f"KVCache: entry holds (B, {e.k.shape[1]}, T, {e.k.shape[3]}) keys, got {k.shape}")
         keep_graph = is_grad_enabled() and (k.requires_grad or v.requires_grad)

@@ -8,9 +8,9 @@ import numpy as np
 from minigrad import Tensor, make_node
 from minigrad.ops import as_tensor
 
-from ._nonfinite import any_nonfinite, masked_matmul, quiet
-from .functional import check_qkv, default_scale, dense_plain
-from .masks import check_int, prepare_masks
+from ._nonfinite import any_nonfinite, live_rows, masked_matmul, quiet
+from .functional import as_2d_mask, check_qkv, default_scale, dense_plain
+from .masks import causal_mask, check_int, combine, prepare_masks
 
 # the API; attend_chunked, the node on checked arguments, is shared with multihead.py, not API
 __all__ = ("memory_efficient_attention",)
@@ -27,7 +27,6 @@ def _cols(m, rows, c0, c1):
     """A mask or bias (..., L or 1, S or 1) cut to query rows [rows:] and key columns [c0, c1)."""
     if m is None:
         return None
-    m = m if m.ndim >= 2 else m.reshape((1,) * (2 - m.ndim) + m.shape)
     m = m if m.shape[-1] == 1 else m[..., c0:c1]
     return m if m.shape[-2] == 1 or rows == 0 else m[..., rows:, :]
 
@@ -37,7 +36,8 @@ class _Chunks:
     (causal: rows >= c0 only) and the masked, scaled scores of those rows."""
 
     def __init__(self, qs, k, allowed, bias, is_causal, chunk):
-        self.qs, self.k, self.allowed, self.bias, self.causal, self.chunk = qs, k, allowed, bias, is_causal, chunk
+        self.qs, self.k, self.causal, self.chunk = qs, k, is_causal, chunk
+        self.allowed, self.bias = as_2d_mask(allowed), as_2d_mask(bias)  # (..., L or 1, S or 1)
         self.L, self.S = qs.shape[-2], k.shape[-2]
 
     def __iter__(self):
@@ -49,9 +49,8 @@ class _Chunks:
                 break
             s = self.qs[..., r0:, :] @ np.swapaxes(self.k[..., c0:c1, :], -1, -2)  # (..., L - r0, c)
             a = _cols(self.allowed, r0, c0, c1)
-            if self.causal:
-                ok = np.arange(c0, c1)[None, :] <= np.arange(r0, self.L)[:, None]
-                a = ok if a is None else a & ok
+            if self.causal:  # upper-left: key j <= query i
+                a = combine(a, np.arange(c0, c1)[None, :] <= np.arange(r0, self.L)[:, None])
             b = _cols(self.bias, r0, c0, c1)
             if b is not None:
                 s += b
@@ -98,9 +97,10 @@ def _forward_loop(ch, v, select, product):
     return out, lse
 
 
-def _grads(batch, ch, v, need, bias_shape):
+def _grads(ch, v, need, bias_shape):
     """Zeroed (dq, dk, dv, dbias) for the flags in need (None elsewhere), summed into chunk by chunk."""
     qs, k = ch.qs, ch.k
+    batch = np.broadcast_shapes(qs.shape[:-2], k.shape[:-2], v.shape[:-2])
     return (np.zeros(batch + qs.shape[-2:], qs.dtype) if need[0] else None,
             np.zeros(batch + k.shape[-2:], qs.dtype) if need[1] else None,
             np.zeros(batch + v.shape[-2:], qs.dtype) if need[2] else None,
@@ -112,8 +112,7 @@ def _backward(g, ch, v, out, lse, scale, need, bias_shape):
     qs, k = ch.qs, ch.k
     T = lambda x: np.swapaxes(x, -1, -2)  # noqa: E731
     dsum = np.sum(g * out, axis=-1, keepdims=True)           # (..., L, 1): sum_j p_ij dp_ij
-    batch = np.broadcast_shapes(qs.shape[:-2], k.shape[:-2], v.shape[:-2])
-    dq, dk, dv, db = _grads(batch, ch, v, need, bias_shape)
+    dq, dk, dv, db = _grads(ch, v, need, bias_shape)
     for r0, c0, c1, s, a in ch:
         p = np.exp(s - lse[..., r0:, :])                     # the forward's weights of this chunk
         gr = g[..., r0:, :]
@@ -136,13 +135,10 @@ def _backward_masked(g, ch, v, out, lse, scale, need, bias_shape):
     zero = np.zeros((), qs.dtype)
     T = lambda x: np.swapaxes(x, -1, -2)  # noqa: E731
     dsum = np.sum(g * out, axis=-1, keepdims=True)
-    live = g.any(axis=-1, keepdims=True)                     # (..., L, 1)
-    if live.all():
-        live = None
-    else:
+    live = live_rows(g)                                      # (..., L, 1) or None
+    if live is not None:
         dsum = np.where(live, dsum, zero)
-    batch = np.broadcast_shapes(qs.shape[:-2], k.shape[:-2], v.shape[:-2])
-    dq, dk, dv, db = _grads(batch, ch, v, need, bias_shape)
+    dq, dk, dv, db = _grads(ch, v, need, bias_shape)
     for r0, c0, c1, s, a in ch:
         p = np.exp(s - lse[..., r0:, :])
         A = None if a is None else np.broadcast_to(a, p.shape)
@@ -174,10 +170,8 @@ def memory_efficient_attention(query, key, value, attn_mask=None, is_causal=Fals
     q, k, v = as_tensor(query), as_tensor(key), as_tensor(value)
     chunk_size = check_int("chunk_size", chunk_size, 1, fn)
     shape = check_qkv(q, k, v, fn)
-    if is_causal and attn_mask is not None:
-        raise ValueError(f"{fn}: give attn_mask or is_causal=True, not both "
-                         f"(fold the causal rule into attn_mask with attention.causal_mask)")
-    allowed, bias = (None, None) if is_causal else prepare_masks(attn_mask, False, shape, q.dtype)
+    # (is_causal alone: the rule is built per chunk; with attn_mask, prepare_masks refuses the two together)
+    allowed, bias = (None, None) if attn_mask is None else prepare_masks(attn_mask, is_causal, shape, q.dtype, who=fn)
     return attend_chunked(q, k, v, allowed, bias, is_causal, scale, chunk_size)
 
 
@@ -207,6 +201,5 @@ def attend_chunked(q, k, v, allowed, bias, is_causal, scale, chunk_size):
 def _efficient_plain(scale, allowed, is_causal, bias, dirty, q, k, v, *mask):
     """Dense attention with the kernel's masks (the causal one made only now), on its node's inputs."""
     if is_causal:
-        causal = np.arange(k.shape[-2])[None, :] <= np.arange(q.shape[-2])[:, None]
-        allowed = causal if allowed is None else allowed & causal
+        allowed = combine(allowed, causal_mask(q.shape[-2], k.shape[-2], "upper_left"))
     return dense_plain(scale, allowed, bias, None, False, dirty, q, k, v, *mask)

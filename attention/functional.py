@@ -6,15 +6,15 @@ import math
 
 import numpy as np
 
-from minigrad import Tensor, autograd, make_node, ops, random  # (random: minigrad's seeded generator, not the stdlib's)
+from minigrad import Tensor, make_node, ops, random  # (random: minigrad's seeded generator, not the stdlib's)
 from minigrad.fast import blas
 
-from ._nonfinite import any_nonfinite, masked_matmul, quiet
+from ._nonfinite import any_nonfinite, live_rows, masked_matmul, quiet
 from .softmax import masked_softmax  # noqa: F401  (its own file; attention.functional.masked_softmax still works)
 from .masks import (as_bool_mask, as_mask_array, causal_mask, check_broadcast, key_padding_to_attn_mask,  # noqa: F401
                     padding_mask_from_lengths, prepare_masks)
 
-# the API; shared with the other kernels and modules, not API: check_qkv, default_scale,
+# the API; shared with the other kernels and modules, not API: check_qkv, default_scale, as_2d_mask,
 # sdpa_forward, sdpa_backward, attend, attend_grouped, gqa_groups, group_heads, ungroup_heads
 __all__ = ("scaled_dot_product_attention", "masked_softmax", "reference_sdpa", "repeat_kv")
 
@@ -26,17 +26,16 @@ __all__ = ("scaled_dot_product_attention", "masked_softmax", "reference_sdpa", "
 
 # ---- the NumPy kernels: forward and backward side by side ------------------------------------------
 
-def _as_2d_mask(allowed):
-    """A bool mask of rank < 2 (broadcasting over the last axes) as rank 2, so it can be transposed."""
-    return allowed if allowed.ndim >= 2 else allowed.reshape((1,) * (2 - allowed.ndim) + allowed.shape)
+def as_2d_mask(m):
+    """A mask or bias of rank < 2 (broadcasting over the last axes) as rank 2, to transpose or cut (None: None)."""
+    return m if m is None or m.ndim >= 2 else m.reshape((1,) * (2 - m.ndim) + m.shape)
 
 
 def sdpa_forward(q, k, v, allowed, bias, scale, dropout_p, rng):
     """softmax(q k^T * scale + bias, selected by allowed) [dropout] @ v on arrays; returns (out, p, cache).
     The path is chosen here, once: the clean kernel, or (under a mask, when q, k or v holds a NaN or inf, or a
     row's max score is NaN or +inf) its non-finite twin, which keeps the rule of _nonfinite.py."""
-    if allowed is not None:
-        allowed = _as_2d_mask(allowed)
+    allowed = as_2d_mask(allowed)
     if allowed is None or not any_nonfinite(k, v, q):
         res = _forward(q, k, v, allowed, bias, scale, dropout_p, rng)
         if res is not None:
@@ -135,8 +134,8 @@ def _backward_masked(g, cache, scale, need):
     qs, k, v, p, pd, keep, out, allowed, _ = cache
     # a query whose incoming gradient is all 0 (a padding position the loss ignores, say) contributes nothing,
     # even if its own row is NaN (a garbage query): 0 * NaN counts as 0, as for masked pairs
-    live = g.any(axis=-1, keepdims=True)                          # (..., L, 1)
-    if not live.all():
+    live = live_rows(g)                                           # (..., L, 1) or None
+    if live is not None:
         pd = np.where(live, pd, np.zeros((), pd.dtype))
         allowed = allowed & live
     dv = masked_matmul(np.swapaxes(pd, -1, -2), g, np.swapaxes(allowed, -1, -2)) if need[2] else None
@@ -317,13 +316,10 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     """
     q, k, v = ops.as_tensor(query), ops.as_tensor(key), ops.as_tensor(value)
     groups = gqa_groups(q, k, v) if enable_gqa else 1
-    if groups == 1:
-        shape = check_qkv(q, k, v)
-        allowed, bias = prepare_masks(attn_mask, is_causal, shape, q.dtype)
-        return attend(q, k, v, None, allowed, bias, dropout_p, scale, return_weights, training, rng)
-    shape = check_qkv(q, repeat_kv(k.detach(), groups), repeat_kv(v.detach(), groups))  # (..., Hq, L, S)
-    allowed, bias = prepare_masks(attn_mask, is_causal, shape, q.dtype)
-    return attend_grouped(q, k, v, allowed, bias, dropout_p, scale, return_weights, training, rng)
+    kv = (k, v) if groups == 1 else (repeat_kv(k.detach(), groups), repeat_kv(v.detach(), groups))
+    allowed, bias = prepare_masks(attn_mask, is_causal, check_qkv(q, *kv), q.dtype)  # scores (..., Hq, L, S)
+    args = (allowed, bias, dropout_p, scale, return_weights, training, rng)
+    return attend(q, k, v, None, *args) if groups == 1 else attend_grouped(q, k, v, *args)
 
 
 def attend_grouped(q, k, v, allowed, bias, dropout_p, scale, return_weights, training, rng):
@@ -345,11 +341,7 @@ def attend(q, k, v, packed, allowed, bias, dropout_p, scale, return_weights, tra
         raise ValueError(f"scaled_dot_product_attention: dropout_p must be in [0, 1), got {dropout_p}")
     p_drop = dropout_p if training else 0.0
     scale = default_scale((packed if packed is not None else q).shape[-1], scale)
-    if packed is not None:
-        x = packed.data
-        qd, kd, vd = x[0], x[1], x[2]
-    else:
-        qd, kd, vd = q.data, k.data, v.data
+    qd, kd, vd = tuple(packed.data) if packed is not None else (q.data, k.data, v.data)  # (packed: 3 views)
     out, p, cache = sdpa_forward(qd, kd, vd, allowed, None if bias is None else bias.data, scale, p_drop,
                              rng or (random.get_rng() if p_drop else None))  # (no dropout: no generator)
     # a float mask is a parent even when constant (its gradient is then skipped: need_db): the create_graph
@@ -358,23 +350,20 @@ def attend(q, k, v, packed, allowed, bias, dropout_p, scale, return_weights, tra
     need_db = with_bias and bias.requires_grad
     parents = ((packed,) if packed is not None else (q, k, v)) + ((bias,) if with_bias else ())
 
-    if packed is not None:
-        def backward(g):  # one gradient (3, ..., T, D) for the packed q, k, v
-            dq, dk, dv, db = sdpa_backward(g, cache, scale, (True, True, True, need_db))
-            return (np.stack(np.broadcast_arrays(dq, dk, dv)),) + ((db,) if with_bias else ())
+    def need(n):  # which of q, k, v (the first n), then the float mask, want a gradient
+        qkv = (True,) * 3 if packed is not None else (q.requires_grad, k.requires_grad, v.requires_grad)
+        return qkv[:n] + (need_db,)
 
-        def backward_w(gp):
-            dq, dk, db = _backward_weights(gp, cache, scale, (True, True, need_db))
-            return (np.stack(np.broadcast_arrays(dq, dk, np.zeros_like(dq))),) + ((db,) if with_bias else ())  # dv = 0
-    else:
-        def backward(g):  # (dq, dk, dv[, dmask]); the engine sums broadcast batch dims back
-            dq, dk, dv, db = sdpa_backward(g, cache, scale, (q.requires_grad, k.requires_grad,
-                                                             v.requires_grad, need_db))
-            return (dq, dk, dv) + ((db,) if with_bias else ())
+    def grads(dq, dk, dv, db):  # one gradient (3, ..., T, D) for a packed q, k, v, or three; then the mask's
+        qkv = (np.stack(np.broadcast_arrays(dq, dk, dv)),) if packed is not None else (dq, dk, dv)
+        return qkv + ((db,) if with_bias else ())
 
-        def backward_w(gp):
-            dq, dk, db = _backward_weights(gp, cache, scale, (q.requires_grad, k.requires_grad, need_db))
-            return (dq, dk, None) + ((db,) if with_bias else ())  # the weights do not depend on v
+    def backward(g):  # the engine sums broadcast batch dims back
+        return grads(*sdpa_backward(g, cache, scale, need(3)))
+
+    def backward_w(gp):  # the weights do not depend on v: dv is 0 (packed) or None
+        dq, dk, db = _backward_weights(gp, cache, scale, need(2))
+        return grads(dq, dk, np.zeros_like(dq) if packed is not None else None, db)
 
     # create_graph differentiates the dense form with this node's own masks and dropout pattern (dense_plain)
     plain = functools.partial(dense_plain, scale, cache[7], None if with_bias else bias, cache[5], packed is not None,

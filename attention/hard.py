@@ -24,7 +24,7 @@ MixedRead.__doc__ = ("What fifty_percent_trick returns: weights (B, S), index (B
                      "entropy (B,), soft (B,) bool: rows that read the expectation.")
 
 
-class Rollout(namedtuple("Rollout", "logits log_prob entropy state hit std")):
+class Rollout(namedtuple("Rollout", "logits log_prob entropy state hit std", defaults=(None,) * 4)):
     """A hard-attention model's output: logits (B, C); log_prob and entropy (B,) or (B, T); state (B, H) for
     a learned baseline; hit (B,) bool (did the read land on the target?) or None; std (a policy's scale) or None.
 
@@ -33,9 +33,6 @@ class Rollout(namedtuple("Rollout", "logits log_prob entropy state hit std")):
     cross-entropy."""
 
     __slots__ = ()
-
-    def __new__(cls, logits, log_prob, entropy=None, state=None, hit=None, std=None):
-        return super().__new__(cls, logits, log_prob, entropy, state, hit, std)
 
 
 def _check_scores(scores, who):
@@ -89,9 +86,7 @@ def _gumbel_noise(shape, dtype, rng):
 
 def _one_hot_argmax(y):
     """One-hot rows (..., S) at each row's argmax, in y's dtype."""
-    y_hard = np.zeros(y.shape, y.dtype)
-    np.put_along_axis(y_hard, np.argmax(y, axis=-1)[..., None], 1, axis=-1)
-    return y_hard
+    return (np.arange(y.shape[-1]) == np.argmax(y, axis=-1)[..., None]).astype(y.dtype)
 
 
 def fifty_percent_trick(scores, p=0.5, rng=None, sample=True):
@@ -105,8 +100,7 @@ def fifty_percent_trick(scores, p=0.5, rng=None, sample=True):
     index = dist.sample(rng=rng) if sample else dist.mode()
     B, S = scores.shape
     soft = rng.random(B) < p if sample else np.zeros(B, bool)
-    one_hot = np.zeros((B, S), scores.dtype)
-    one_hot[np.arange(B), index.data] = 1
+    one_hot = (np.arange(S) == index.data[:, None]).astype(scores.dtype)
     weights = ops.where(soft[:, None], dist.probs, Tensor(one_hot))
     log_prob = ops.where(soft, 0.0, dist.log_prob(index))  # no score-function term for rows read softly
     return MixedRead(weights, index, log_prob, dist.entropy(), soft)

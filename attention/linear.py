@@ -7,6 +7,7 @@ from minigrad import Tensor, make_node, ops
 from minigrad.ops import as_tensor
 
 from .functional import check_qkv
+from .masks import check_int
 
 __all__ = ("linear_attention", "linear_attention_reference", "causal_prefix_attention", "elu_plus_one",
            "FEATURE_MAPS")
@@ -29,22 +30,16 @@ def elu_plus_one(x):
     return ops.relu(x) + ops.minimum(x, 0.0).exp()
 
 
-def _feature_map(feature_map):
-    if callable(feature_map):
-        return feature_map
-    if feature_map == "elu+1":
-        return elu_plus_one
-    raise ValueError(f"linear_attention: feature_map must be one of {FEATURE_MAPS} or a callable Tensor -> Tensor, "
-                     f"got {feature_map!r}")
-
-
 def _phis(q, k, v, causal, feature_map):
     q, k, v = as_tensor(q), as_tensor(k), as_tensor(v)
     check_qkv(q, k, v, "linear_attention")
     if causal and q.shape[-2] != k.shape[-2]:
         raise ValueError(f"linear_attention: causal=True needs as many queries as keys (L == S), got q {q.shape} "
                          f"and k {k.shape}")
-    phi = _feature_map(feature_map)
+    if not callable(feature_map) and feature_map != "elu+1":
+        raise ValueError(f"linear_attention: feature_map must be one of {FEATURE_MAPS} or a callable Tensor -> "
+                         f"Tensor, got {feature_map!r}")
+    phi = elu_plus_one if feature_map == "elu+1" else feature_map
     return phi(q), phi(k), v
 
 
@@ -106,9 +101,7 @@ def causal_prefix_attention(Q, K, V, chunk_size=64):
     """A (..., L, Ev) with A_i = sum_{j <= i} (Q_i . K_j) V_j for Q, K (..., L, E), V (..., L, Ev): one node,
     computed chunk by chunk with a carried state (the recurrent form), O(L) memory in L."""
     Q, K, V = as_tensor(Q), as_tensor(K), as_tensor(V)
-    c = int(chunk_size)
-    if c < 1:
-        raise ValueError(f"linear_attention: chunk_size must be an integer >= 1, got {chunk_size!r}")
+    c = check_int("chunk_size", chunk_size, 1, "linear_attention")
     q, k, v = Q.data, K.data, V.data
     out = _causal_forward(q, k, v, c)
 

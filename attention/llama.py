@@ -11,7 +11,7 @@ from minigrad.nn import Embedding, Linear, Module, ModuleList, RMSNorm, normal_
 from minigrad.nn.functional import silu
 
 from .cache import KVCache
-from .masks import check_int
+from .masks import check_heads, check_int
 from .multihead import MultiHeadAttention
 from .positions import RotaryEmbedding
 
@@ -54,11 +54,7 @@ class LlamaBlock(Module):
     def __init__(self, dim, num_heads, num_kv_heads=None, ffn_dim=None, rope_base=10000.0, norm_eps=1e-6,
                  rotary_layout="half"):
         super().__init__()
-        check_int("dim", dim, 1, "LlamaBlock")
-        check_int("num_heads", num_heads, 1, "LlamaBlock")
-        if dim % num_heads:
-            raise ValueError(f"LlamaBlock: dim ({dim}) must be divisible by num_heads ({num_heads})")
-        head_dim = dim // num_heads
+        head_dim = check_heads(dim, num_heads, "LlamaBlock")
         if head_dim % 2:
             raise ValueError(f"LlamaBlock: the rotary head dim (dim / num_heads = {dim} / {num_heads} = {head_dim}) "
                              f"must be even")

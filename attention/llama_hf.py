@@ -91,28 +91,27 @@ def _check_shape(who, key, a, shape):
         raise ValueError(f"{who}: '{key}' must have shape {tuple(shape)}, got {a.shape}")
 
 
-def _head_perm(rows, head_dim, inverse, who):
-    """Row order taking a (n D, C) q or k projection from the half layout to the interleaved one (or back)."""
+def _relayout(w, layout, head_dim, inverse, who):
+    """A (n D, C) q or k projection with its rows taken from the half layout to `layout` (or back, inverse)."""
+    if layout not in ("half", "interleaved"):
+        raise ValueError(f"{who}: layout must be 'half' or 'interleaved', got {layout!r}")
+    if layout == "half":
+        return w
+    rows = w.shape[0]
     if isinstance(head_dim, bool) or not isinstance(head_dim, (int, np.integer)) or head_dim < 2 or head_dim % 2 \
             or rows % head_dim:
         raise ValueError(f"{who}: layout='interleaved' needs head_dim, an even divisor of the q and k rows ({rows}), "
                          f"got {head_dim!r}")
     n, h = rows // head_dim, head_dim // 2
     idx = np.arange(rows).reshape(n, 2, h).transpose(0, 2, 1).reshape(rows)  # interleaved row 2i <- half row i
-    return np.argsort(idx) if inverse else idx
+    return w[np.argsort(idx) if inverse else idx]
 
 
-def _relayout(w, layout, head_dim, inverse, who):
-    if layout not in ("half", "interleaved"):
-        raise ValueError(f"{who}: layout must be 'half' or 'interleaved', got {layout!r}")
-    return w if layout == "half" else w[_head_perm(w.shape[0], head_dim, inverse, who)]
-
-
-def _mlp_shapes(who, key, layer, C):
-    """Check a layer's MLP shapes against the width C; the hidden width F is the gate's."""
-    F = layer["mlp.gate_proj.weight"].shape[0]
-    for name, shape in (("mlp.gate_proj.weight", (F, C)), ("mlp.up_proj.weight", (F, C)),
-                        ("mlp.down_proj.weight", (C, F))):
+def _layer_shapes(who, key, layer, names, C):
+    """Check a layer's norms, output projection and MLP against the width C; names: _LAYER's, in the layer's own
+    naming (Hugging Face's or ours). The hidden width F is the gate's."""
+    F = layer[names[3]].shape[0]
+    for name, shape in zip(names, ((C,), (C, C), (C,), (F, C), (F, C), (C, F))):  # _LAYER's order
         _check_shape(who, key + name, layer[name], shape)
 
 
@@ -141,18 +140,14 @@ def from_hf_llama(state_dict, layout="half", head_dim=None):
         if k.ndim != 2 or k.shape[1] != C or k.shape[0] > C:
             raise ValueError(f"{who}: '{hf}{_QKV[1]}' must be (num_kv_heads * head_dim, {C}), got {k.shape}")
         _check_shape(who, hf + _QKV[2], v, k.shape)
-        for name, shape in (("input_layernorm.weight", (C,)), ("post_attention_layernorm.weight", (C,)),
-                            ("self_attn.o_proj.weight", (C, C))):
-            _check_shape(who, hf + name, layer[name], shape)
-        _mlp_shapes(who, hf, layer, C)
+        _layer_shapes(who, hf, layer, [name for name, _ in _LAYER], C)
         q, k = (_relayout(w, layout, head_dim, False, who) for w in (q, k))
         out[ours + _IN_PROJ] = np.concatenate([q, k, v], axis=0)   # rows [0, C) q, then k, then v
         for name, here in _LAYER:
             out[ours + here] = layer[name]
-    _check_shape(who, "model.norm.weight", rest["model.norm.weight"], (C,))
-    _check_shape(who, "lm_head.weight", rest["lm_head.weight"], (V, C))
-    out["norm.weight"] = rest["model.norm.weight"]
-    out["lm_head.weight"] = rest["lm_head.weight"]
+    for key, here, shape in (("model.norm.weight", "norm.weight", (C,)), ("lm_head.weight", "lm_head.weight", (V, C))):
+        _check_shape(who, key, rest[key], shape)
+        out[here] = rest[key]
     return out
 
 
@@ -182,13 +177,10 @@ def to_hf_llama(state_dict, layout="half", head_dim=None):
         out[hf + _QKV[2]] = v
         for name, here in _LAYER:
             out[hf + name] = layer[here]
-        for here, shape in (("attn_norm.weight", (C,)), ("mlp_norm.weight", (C,)), ("self_attn.out_proj.weight", (C, C))):
-            _check_shape(who, ours + here, layer[here], shape)
-        _mlp_shapes(who, ours, {h: layer[o] for h, o in _LAYER}, C)
-    _check_shape(who, "norm.weight", rest["norm.weight"], (C,))
-    _check_shape(who, "lm_head.weight", rest["lm_head.weight"], (V, C))
-    out["model.norm.weight"] = rest["norm.weight"]
-    out["lm_head.weight"] = rest["lm_head.weight"]
+        _layer_shapes(who, ours, layer, [here for _, here in _LAYER], C)
+    for key, name, shape in (("norm.weight", "model.norm.weight", (C,)), ("lm_head.weight", "lm_head.weight", (V, C))):
+        _check_shape(who, key, rest[key], shape)
+        out[name] = rest[key]
     return out
 
 

@@ -10,9 +10,9 @@ import numpy as np
 from minigrad import make_node
 from minigrad.ops import as_tensor
 
-from ._nonfinite import any_nonfinite, masked_matmul, quiet
+from ._nonfinite import any_nonfinite, live_rows, masked_matmul, quiet
 from .functional import check_qkv, default_scale, dense_plain, sdpa_backward, sdpa_forward
-from .masks import as_bool_mask, check_int, global_index
+from .masks import as_bool_mask, causal_mask, check_int, global_index
 # the old paths attention.local.X of the pattern masks, which moved to masks.py (Luong's local-m / local-p,
 # a model rather than a kernel, moved to luong.py: attention.LuongLocalAttention)
 from .masks import (attended_pairs, fixed_mask, global_token_mask, sliding_window_mask,  # noqa: F401
@@ -150,30 +150,14 @@ def _blocked_softmax_masked(s, allowed, rows, unrows, sg, ag):
     return _select(p, allowed), (None if pg is None else _select(pg, ag))
 
 
-def _matmul(P, X, A):
-    return P @ X
-
-
 def _select(x, A):
     return np.where(A, x, np.zeros((), x.dtype))
 
 
-def _unchanged(x, A):
-    return x
-
-
 # clean: plain products. Non-finite (q, k, v or g holds a NaN or inf): the weights and score gradients of masked
 # pairs are exactly 0 (np.where) and the products skip them (masked_matmul): the rule of _nonfinite.py.
-_CLEAN = SimpleNamespace(softmax=_blocked_softmax, mm=_matmul, select=_unchanged, masked=False)
+_CLEAN = SimpleNamespace(softmax=_blocked_softmax, mm=lambda P, X, A: P @ X, select=lambda x, A: x, masked=False)
 _MASKED = SimpleNamespace(softmax=_blocked_softmax_masked, mm=masked_matmul, select=_select, masked=True)
-
-
-def _live(g):
-    """Non-finite path: the queries whose incoming gradient is not all 0 (..., L, 1), or None if that is every
-    query. Only they add to the gradients: a padding position the loss ignores adds nothing, even if its own
-    row is NaN (a garbage query)."""
-    live = g.any(axis=-1, keepdims=True)
-    return None if live.all() else live
 
 
 # ---- sliding-window attention ---------------------------------------------------------------------------
@@ -227,7 +211,7 @@ def _sw_backward(g, cache, lay, gidx, scale, need, path):
     if ng:
         gl = g.copy()
         gl[..., gidx, :] = 0                                               # global rows: the dense part's
-    live = _live(g) if path.masked else None
+    live = live_rows(g) if path.masked else None
     if live is not None:
         lr = lay.rows(live)
         p, allowed = _select(p, lr), allowed & lr
@@ -306,27 +290,24 @@ def sliding_window_attention(query, key, value, window, causal=False, dilation=1
     gidx = np.zeros(0, np.int64) if global_tokens is None else global_index(global_tokens, L, fn)
     lay = _Layout(L, window, causal, dilation)
     if L == 0:
-        return make_node(np.zeros(batch + (0, v.shape[-1]), q.dtype), (q, k, v),
-                     lambda g: (None, None, None), fn)
+        return make_node(np.zeros(batch + (0, v.shape[-1]), q.dtype), (q, k, v), lambda g: (None,) * 3, fn)
     with quiet(dirty):
         out, cache = _sw_forward(qd, kd, vd, lay, kvalid, gidx, causal, scale, _MASKED if dirty else _CLEAN)
 
-    def backward(g):  # (dq, dk, dv); see _sw_backward
+    def mask():  # the dense mask it equals (a reach past the sequence changes no pair), and the key padding
+        return sliding_window_reference_mask(L, -lay.lo, causal, dilation, gidx) & kvalid[..., None, :]
+    return _node(out, q, k, v, lambda g, need, path: _sw_backward(g, cache, lay, gidx, scale, need, path), dirty,
+                 scale, mask, fn)
+
+
+def _node(out, q, k, v, grads, dirty, scale, mask, fn):
+    """A blocked kernel's node: its backward runs grads(g, need, path) -> (dq, dk, dv) on the clean path or the
+    non-finite one (the forward's, or g's own); create_graph differentiates dense attention with mask()."""
+    def backward(g):
         d = dirty or any_nonfinite(g)
         with quiet(d):
-            return _sw_backward(g, cache, lay, gidx, scale, (q.requires_grad, k.requires_grad, v.requires_grad),
-                                _MASKED if d else _CLEAN)
-    # create_graph: dense attention with the mask this kernel equals (a reach past the sequence changes no pair)
-    mask = functools.partial(_window_mask, L, -lay.lo, causal, dilation, gidx, kvalid)
+            return grads(g, (q.requires_grad, k.requires_grad, v.requires_grad), _MASKED if d else _CLEAN)
     return make_node(out, (q, k, v), backward, fn, reference=functools.partial(_local_plain, scale, mask, dirty))
-
-
-def _window_mask(L, reach, causal, dilation, gidx, kvalid):
-    """The dense mask sliding_window_attention equals: its window, its global tokens, its key padding."""
-    allowed = sliding_window_mask(L, reach, causal=causal, dilation=dilation)
-    if len(gidx):
-        allowed = allowed | global_token_mask(L, gidx, causal)
-    return allowed & kvalid[..., None, :]
 
 
 def _local_plain(scale, mask, dirty, q, k, v):
@@ -352,8 +333,7 @@ def _fixed_forward(q, k, v, stride, c, causal, kvalid, scale, path):
     pos = np.arange(nb * s)
     summary = pos % s >= s - c                                          # the last c cells of each block
     valid = np.concatenate([kvalid, np.zeros(kvalid.shape[:-1] + (pad,), bool)], axis=-1)  # (..., nb s)
-    r, cc = np.arange(s)[:, None], np.arange(s)[None, :]
-    inblock = (cc <= r) if causal else np.ones((s, s), bool)            # (s, s)
+    inblock = causal_mask(s) if causal else np.ones((s, s), bool)       # (s, s)
     # own block, summary cells excepted (the columns below hold them for every query)
     kb_ok = (valid & ~summary).reshape(valid.shape[:-1] + (nb, 1, s))
     allowed = inblock & kb_ok                                           # (..., nb, s, s)
@@ -374,7 +354,7 @@ def _fixed_forward(q, k, v, stride, c, causal, kvalid, scale, path):
                      out=out, blocks=blocks, unb=unb)
 
 
-def _fixed_backward(g, c, need, path):
+def _fixed_backward(g, c, scale, need, path):
     """-> (dq, dk, dv) of _fixed_forward."""
     p, pg, allowed, ag, cols = c["p"], c["pg"], np.broadcast_to(c["allowed"], c["p"].shape), c["ag"], c["cols"]
     blocks, unb = c["blocks"], c["unb"]
@@ -385,8 +365,8 @@ def _fixed_backward(g, c, need, path):
     ds = path.select((gb @ T(c["vb"]) - blocks(dsum)) * p, allowed)
     dsg = path.select((g @ T(c["vg"]) - dsum) * pg, ag)
     dq = dk = dv = None
-    if need[0]:  # w.r.t. q * scale; the caller multiplies by scale
-        dq = unb(mm(ds, c["kb"], allowed)) + mm(dsg, c["kg"], ag)
+    if need[0]:  # s = (q scale) k^T
+        dq = (unb(mm(ds, c["kb"], allowed)) + mm(dsg, c["kg"], ag)) * scale
     if need[1]:  # unb gives a fresh array: the summary columns add into it
         dk = unb(mm(T(ds), c["qb"], T(allowed)))
         dk[..., cols, :] += mm(T(dsg), c["qs"], T(ag))
@@ -410,15 +390,8 @@ def fixed_attention(query, key, value, stride, c=1, causal=True, key_padding_mas
     with quiet(dirty):
         out, cache = _fixed_forward(qd, kd, vd, stride, c, causal, kvalid, scale, _MASKED if dirty else _CLEAN)
 
-    def backward(g):  # (dq, dk, dv)
-        d = dirty or any_nonfinite(g)
-        with quiet(d):
-            dq, dk, dv = _fixed_backward(g, cache, (q.requires_grad, k.requires_grad, v.requires_grad),
-                                         _MASKED if d else _CLEAN)
-        return (None if dq is None else dq * scale), dk, dv
-    mask = functools.partial(_fixed_mask, L, stride, c, causal, kvalid)  # the dense mask it equals
-    return make_node(out, (q, k, v), backward, fn, reference=functools.partial(_local_plain, scale, mask, dirty))
+    def mask():  # the dense mask it equals, and the key padding
+        return fixed_mask(L, stride, c, causal) & kvalid[..., None, :]
+    return _node(out, q, k, v, lambda g, need, path: _fixed_backward(g, cache, scale, need, path), dirty, scale,
+                 mask, fn)
 
-
-def _fixed_mask(L, stride, c, causal, kvalid):
-    return fixed_mask(L, stride, c, causal) & kvalid[..., None, :]

@@ -15,7 +15,7 @@ import numpy as np
 from minigrad import ops
 from minigrad.ops import as_tensor
 
-from .functional import default_scale, scaled_dot_product_attention
+from .functional import check_qkv, default_scale, scaled_dot_product_attention
 from .masks2d import (_check_neighborhood, _check_window, neighborhood_bias_2d, neighborhood_mask_2d,
                       window_bias_2d, window_mask_2d)
 
@@ -28,13 +28,10 @@ def _check_qkv_2d(q, k, v, fn):
     for name, t in (("query", q), ("key", k), ("value", v)):
         if t.ndim != 5:
             raise ValueError(f"{fn}: {name} must be (B, heads, height, width, d), got shape {t.shape}")
-        if t.dtype.kind != "f":
-            raise TypeError(f"{fn}: {name} must be floating, got dtype {t.dtype}")
-    if not q.dtype == k.dtype == v.dtype:
-        raise TypeError(f"{fn}: query, key and value must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
     if q.shape != k.shape or k.shape[:4] != v.shape[:4]:
         raise ValueError(f"{fn}: query and key must have one shape (B, heads, height, width, d) and value the "
                          f"same (B, heads, height, width), got query {q.shape}, key {k.shape}, value {v.shape}")
+    check_qkv(q, k, v, fn)  # floating, one dtype (the 1-D kernels' check)
     return q.shape
 
 

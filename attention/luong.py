@@ -10,8 +10,8 @@ from minigrad import Tensor, ops
 from minigrad.nn import Linear, Module, parameter, uniform_
 
 from .functional import masked_softmax
-from .masks import as_bool_mask, check_int
-from .scores import Score, make_score
+from .masks import check_int
+from .scores import Score, check_key_padding, make_score
 
 __all__ = ("LuongLocalAttention", "LocalScore", "LOCAL_MODES")
 
@@ -76,11 +76,8 @@ class LuongLocalAttention(Module):
         prepared.step += 1
         lengths = np.full(B, S)
         valid = np.ones((B, 1, S), bool)
-        if key_padding_mask is not None:
-            kpm = as_bool_mask(key_padding_mask, "key_padding_mask")
-            if kpm.shape != (B, S):
-                raise ValueError(f"LuongLocalAttention: key_padding_mask must be (B, S) = {(B, S)}, "
-                                 f"got shape {kpm.shape}")
+        kpm = check_key_padding(key_padding_mask, B, S, "LuongLocalAttention")
+        if kpm is not None:
             lengths, valid = (~kpm).sum(axis=1), ~kpm[:, None, :]
         s = self.score.align.score_prepared(query, prepared.keys)                   # (B, L, S)
         p = self.score.centre(query, lengths, step)                                 # (B, L, 1)

@@ -9,7 +9,7 @@ import numpy as np
 from minigrad import Tensor, get_default_dtype
 
 # the API; shared with the kernels and modules, not API: as_mask_array, as_bool_mask,
-# check_broadcast, check_polarity, check_int, prepare_masks, combine, mha_masks, global_index
+# check_broadcast, check_polarity, check_int, check_heads, prepare_masks, combine, mha_masks, global_index
 __all__ = ("causal_mask", "generate_square_subsequent_mask", "padding_mask_from_lengths",
            "key_padding_to_attn_mask", "sliding_window_mask", "global_token_mask", "strided_mask", "fixed_mask",
            "attended_pairs", "sliding_window_reference_mask")
@@ -115,6 +115,15 @@ def check_int(name, value, low, fn):
     return int(value)
 
 
+def check_heads(dim, num_heads, who):
+    """The head width dim // num_heads, or a ValueError naming `who` unless dim is a multiple of num_heads."""
+    check_int("dim", dim, 1, who)
+    check_int("num_heads", num_heads, 1, who)
+    if dim % num_heads:
+        raise ValueError(f"{who}: dim {dim} must be a multiple of num_heads {num_heads}")
+    return dim // num_heads
+
+
 # ---- from the user's arguments to one (allowed, bias) pair ---------------------------------------
 
 @lru_cache(maxsize=64)
@@ -125,10 +134,11 @@ def _causal(L, S, align):
     return m
 
 
-def prepare_masks(attn_mask, is_causal, scores_shape, dtype, name="attn_mask", bool_meaning="True = may attend"):
+def prepare_masks(attn_mask, is_causal, scores_shape, dtype, name="attn_mask", bool_meaning="True = may attend",
+                  who="scaled_dot_product_attention"):
     """attn_mask / is_causal -> (allowed bool array or None, float bias Tensor or None) for scores_shape."""
     if is_causal and attn_mask is not None:
-        raise ValueError(f"scaled_dot_product_attention: give {name} or is_causal=True, not both "
+        raise ValueError(f"{who}: give {name} or is_causal=True, not both "
                          f"(fold the causal rule into {name} with attention.causal_mask)")
     L, S = scores_shape[-2:]
     if is_causal:
@@ -174,24 +184,16 @@ def mha_masks(key_padding_mask, attn_mask, is_causal, B, H, L, S, dtype):
     broadcastable to the scores (B, H, L, S): is_causal, then attn_mask ((L, S), (B*H, L, S) or broadcasting
     to (B, H, L, S)), then key_padding_mask (B, S), True = padding, each folded into one attend mask."""
     shape = (B, H, L, S)
-    if is_causal and attn_mask is not None:
-        raise ValueError("MultiHeadAttention: give attn_mask or is_causal=True, not both "
-                         "(fold the causal rule into attn_mask with attention.causal_mask)")
-    allowed, bias = prepare_masks(None, is_causal, shape, dtype)
-    if attn_mask is not None:
-        m = attn_mask if isinstance(attn_mask, Tensor) else Tensor(np.asarray(attn_mask))
-        if m.ndim == 3 and m.shape[0] == B * H:  # PyTorch's (B*H, L, S) layout (also when B*H == 1)
-            m = m.reshape(B, H, L, S)
-        elif m.ndim not in (2, 4):
-            raise ValueError(f"MultiHeadAttention: attn_mask must be (L, S), (B*H, L, S) or broadcast "
-                             f"to (B, H, L, S) = {shape}, got shape {m.shape}")
-        a, bias = prepare_masks(m, False, shape, dtype, "attn_mask")
-        allowed = combine(allowed, a)
+    m = attn_mask if attn_mask is None or isinstance(attn_mask, Tensor) else Tensor(np.asarray(attn_mask))
+    if m is not None and m.ndim == 3 and m.shape[0] == B * H:  # PyTorch's (B*H, L, S) layout (also when B*H == 1)
+        m = m.reshape(B, H, L, S)
+    elif m is not None and m.ndim not in (2, 4):
+        raise ValueError(f"MultiHeadAttention: attn_mask must be (L, S), (B*H, L, S) or broadcast "
+                         f"to (B, H, L, S) = {shape}, got shape {m.shape}")
+    allowed, bias = prepare_masks(m, is_causal, shape, dtype, who="MultiHeadAttention")
     if key_padding_mask is not None:
+        as_mask_array(key_padding_mask, "MultiHeadAttention: key_padding_mask", "True = padding, ignored")  # dtype
         kpm = key_padding_mask if isinstance(key_padding_mask, Tensor) else Tensor(np.asarray(key_padding_mask))
-        if kpm.dtype != bool and kpm.dtype.kind != "f":  # say it here: as_mask_array's wording is attn_mask's
-            raise TypeError(f"MultiHeadAttention: key_padding_mask must be bool (True = padding, ignored) "
-                            f"or float (added to the scores), got dtype {kpm.dtype}")
         if kpm.shape != (B, S):
             raise ValueError(f"MultiHeadAttention: key_padding_mask must be (B, S) = {(B, S)}, "
                              f"got shape {kpm.shape}")

@@ -47,10 +47,8 @@ def window_mask_2d(height, width, window_size, shift_size=0):
     """(hw, hw) bool: token (i, j) may attend (i', j') iff both lie in one window of the padded, rolled grid
     and in one shift region along each axis (Swin's W-MSA, or SW-MSA with shift_size > 0)."""
     m, s = _check_window(height, width, window_size, shift_size, "window_mask_2d")
-    wr, rr, _ = window_axis(height, m, s)
-    wc, rc, _ = window_axis(width, m, s)
-    row = wr * 3 + rr                                  # one id per (window, region) along each axis
-    col = wc * 3 + rc
+    (wr, rr, _), (wc, rc, _) = window_axis(height, m, s), window_axis(width, m, s)
+    row, col = wr * 3 + rr, wc * 3 + rc                # one id per (window, region) along each axis
     ok = (row[:, None, None, None] == row[None, None, :, None]) & (col[None, :, None, None] == col[None, None, None, :])
     return ok.reshape(height * width, height * width)
 
@@ -58,8 +56,7 @@ def window_mask_2d(height, width, window_size, shift_size=0):
 def window_index_2d(height, width, window_size, shift_size=0):
     """(hw,) int: each token's position inside its window (row-major, 0 .. M*M - 1), on the rolled grid."""
     m, s = _check_window(height, width, window_size, shift_size, "window_index_2d")
-    r = window_axis(height, m, s)[2]
-    c = window_axis(width, m, s)[2]
+    r, c = window_axis(height, m, s)[2], window_axis(width, m, s)[2]
     return (r[:, None] * m + c[None, :]).reshape(-1)
 
 

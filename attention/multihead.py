@@ -131,8 +131,8 @@ class MultiHeadAttention(Module):
                              f"(embed_dim {C} / num_heads {num_heads}), got {rotary!r}")
         self.rotary = rotary
 
-    def _weights(self, i):
-        """Projection i (0 = q, 1 = k, 2 = v) as (weight, bias)."""
+    def _heads(self, x, i, B, T):
+        """Projection i (0 = q, 1 = k, 2 = v) of x (B, T, *) as heads (B, H, T, D) (q) or (B, H_kv, T, D) (k, v)."""
         C, KD = self.embed_dim, self.num_kv_heads * self.head_dim
         lo, hi = (0, C) if i == 0 else (C + (i - 1) * KD, C + i * KD)  # [0, C), [C, 2C), [2C, 3C) when KD = C
         if self._same_dims:
@@ -140,11 +140,6 @@ class MultiHeadAttention(Module):
         else:
             w = (self.q_proj_weight, self.k_proj_weight, self.v_proj_weight)[i]
         b = None if self.in_proj_bias is None else self.in_proj_bias[lo:hi]
-        return w, b
-
-    def _heads(self, x, i, B, T):
-        """Projection i of x (B, T, *) as heads (B, H, T, D) (q) or (B, H_kv, T, D) (k, v)."""
-        w, b = self._weights(i)
         n = self.num_heads if i == 0 else self.num_kv_heads
         return ops.linear(x, w, b).reshape(B, T, n, self.head_dim).transpose(0, 2, 1, 3)
 

@@ -29,6 +29,18 @@ def _array(x, what, ndim):
     return a
 
 
+def _panels(n, cols, width, height, extra=(0.0, 0.0)):
+    """A figure of n panels, `cols` a row, each width x height inches (plus `extra`) -> (figure, all its axes),
+    the spare axes of the last row switched off."""
+    cols = min(cols, n)
+    rows = (n + cols - 1) // cols
+    fig, axes = _pyplot().subplots(rows, cols, figsize=(width * cols + extra[0], height * rows + extra[1]),
+                                   squeeze=False)
+    for ax in axes.flat[n:]:
+        ax.axis("off")
+    return fig, list(axes.flat)
+
+
 def _labels(ax, xlabels, ylabels):
     if xlabels is not None:
         ax.set_xticks(range(len(xlabels)))
@@ -62,22 +74,16 @@ def head_grid(weights, xlabels=None, ylabels=None, title="attention weights per 
     """(H, L, S) weights as a grid of heatmaps, one per head, on one colour scale (0 to the largest weight)
     with one colourbar for them all."""
     w = _array(weights, "head_grid: (heads, queries, keys) weights", 3)
-    plt = _pyplot()
     H = w.shape[0]
-    cols = min(H, 4)
-    rows = (H + cols - 1) // cols
-    fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols + 0.8, 2.8 * rows), squeeze=False)
+    fig, axes = _panels(H, 4, 3.2, 2.8, (0.8, 0.0))
     top = max(float(w.max()), 1e-9)
-    for h, ax in enumerate(axes.flat):
-        if h >= H:
-            ax.axis("off")
-            continue
+    for h, ax in enumerate(axes[:H]):
         name = head_titles[h] if head_titles is not None else f"head {h}"
         attention_heatmap(w[h], xlabels, ylabels, title=name, xlabel=xlabel, ylabel=ylabel, ax=ax, colorbar=False,
                           vmax=top)
     fig.suptitle(title)
     fig.tight_layout()
-    fig.colorbar(axes.flat[0].images[0], ax=list(axes.flat), fraction=0.03, pad=0.02, label="weight")
+    fig.colorbar(axes[0].images[0], ax=axes, fraction=0.03, pad=0.02, label="weight")
     return fig
 
 
@@ -149,14 +155,8 @@ def glimpse_tracks(images, boxes=None, reads=None, patches=None, titles=None, co
     n = len(imgs)
     if n == 0:
         raise ValueError("glimpse_tracks: expected at least one image, got none")
-    plt = _pyplot()
-    cols = min(cols, n)
-    rows = (n + cols - 1) // cols
-    fig, axes = plt.subplots(rows, cols, figsize=(2.9 * cols, 3.1 * rows + (0.5 if title else 0)), squeeze=False)
-    for k, ax in enumerate(axes.flat):
-        if k >= n:
-            ax.axis("off")
-            continue
+    fig, axes = _panels(n, cols, 2.9, 3.1, (0.0, 0.5 if title else 0.0))
+    for k, ax in enumerate(axes[:n]):
         image_overlay(ax, imgs[k], None if boxes is None else boxes[k], None if reads is None else reads[k],
                       None if patches is None else patches[k], None if titles is None else titles[k])
     if title:
@@ -214,10 +214,7 @@ def attention_on_image(image, weights, grid=None, query=None, axes=None, title=N
     maps = _head_maps(weights, grid)
     H, gh, gw = maps.shape
     plt = _pyplot()
-    if axes is None:
-        fig, axes = plt.subplots(1, H, figsize=(2.4 * H + 0.6, 2.6), squeeze=False)
-        axes = axes[0]
-    axes = list(np.ravel(axes))
+    axes = _panels(H, H, 2.4, 2.6, (0.6, 0.0))[1] if axes is None else list(np.ravel(axes))
     if len(axes) < H:
         raise ValueError(f"attention_on_image: {H} heads need {H} axes, got {len(axes)}")
     left, right, bottom, top = extent if extent is not None else (-0.5, img.shape[1] - 0.5, img.shape[0] - 0.5, -0.5)

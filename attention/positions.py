@@ -9,6 +9,8 @@ import numpy as np
 from minigrad import Tensor, get_default_dtype, make_node, ops
 from minigrad.nn import Module
 
+from .masks import check_int
+
 __all__ = ("RotaryEmbedding", "apply_rotary", "rope_reference", "rope_half", "rotate_half", "rotary_angles",
            "alibi_slopes", "alibi_bias")
 
@@ -195,8 +197,7 @@ def alibi_bias(num_heads, len_q, len_k=None, causal=True, dtype=None):
     slopes = alibi_slopes(num_heads)
     len_k = len_q if len_k is None else len_k
     for name, n in (("len_q", len_q), ("len_k", len_k)):
-        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
-            raise ValueError(f"alibi_bias: {name} must be an integer >= 0, got {n!r}")
+        check_int(name, n, 0, "alibi_bias")
     dist = (np.arange(len_q)[:, None] + (len_k - len_q)) - np.arange(len_k)[None, :]   # (Lq, Lk): i - j
     bias = -slopes[:, None, None] * np.abs(dist)[None] + 0.0           # + 0.0: no -0.0 on the diagonal
     if causal:

@@ -10,7 +10,7 @@ from minigrad.nn import Linear, Module, Parameter, parameter, uniform_
 
 from ._nonfinite import any_nonfinite
 from .functional import default_scale, masked_softmax
-from .masks import as_bool_mask, check_broadcast, check_polarity, key_padding_to_attn_mask
+from .masks import as_bool_mask, check_broadcast, check_polarity, combine, key_padding_to_attn_mask
 
 __all__ = ("Attention", "Score", "DotScore", "ScaledDotScore", "GeneralScore", "AdditiveScore", "CosineScore",
            "make_score", "dot_score", "scaled_dot_score", "SCORES")
@@ -171,17 +171,11 @@ SCORES = ("dot", "scaled_dot", "general", "additive", "cosine")
 
 def make_score(name, query_dim=None, key_dim=None, hidden_dim=None):
     """A score module by name (one of SCORES); general and additive need dims."""
-    if name == "dot":
-        return DotScore()
-    if name == "scaled_dot":
-        return ScaledDotScore()
-    if name == "general":
-        return GeneralScore(query_dim, key_dim)
-    if name == "additive":
-        return AdditiveScore(query_dim, key_dim, hidden_dim or query_dim)
-    if name == "cosine":
-        return CosineScore()
-    raise ValueError(f"make_score: name must be one of {SCORES}, got {name!r}")
+    if name not in SCORES:
+        raise ValueError(f"make_score: name must be one of {SCORES}, got {name!r}")
+    return {"dot": DotScore, "scaled_dot": ScaledDotScore, "cosine": CosineScore,
+            "general": lambda: GeneralScore(query_dim, key_dim),
+            "additive": lambda: AdditiveScore(query_dim, key_dim, hidden_dim or query_dim)}[name]()
 
 
 def _clear_positions(x, hidden):
@@ -219,14 +213,13 @@ def _nonfinite_hidden_by_mask(prepared, values, allowed, scores_shape):
     return hidden if hidden.any() else None
 
 
-def _padding(key_padding_mask, query, keys):
-    """key_padding_mask (B, S), True = padding, as a checked bool array (or None)."""
+def check_key_padding(key_padding_mask, B, S, who):
+    """key_padding_mask (B, S), True = padding, as a checked bool array (or None), for the module `who`."""
     if key_padding_mask is None:
         return None
     kpm = as_bool_mask(key_padding_mask, "key_padding_mask")
-    B, S = query.shape[0], keys.shape[-2]
     if kpm.shape != (B, S):
-        raise ValueError(f"Attention: key_padding_mask must be (B, S) = {(B, S)}, got shape {kpm.shape}")
+        raise ValueError(f"{who}: key_padding_mask must be (B, S) = {(B, S)}, got shape {kpm.shape}")
     return kpm
 
 
@@ -238,9 +231,8 @@ def _allowed(attn_mask, kpm, shape):
         allowed = as_bool_mask(attn_mask, "attn_mask")
         check_broadcast(allowed, shape, "attn_mask")
         check_polarity(allowed, "attn_mask")
-    if kpm is not None:
-        pad = key_padding_to_attn_mask(kpm, ndim=len(shape))  # (B, 1, ..., S), True = may attend
-        allowed = pad if allowed is None else allowed & pad
+    if kpm is not None:  # (B, 1, ..., S), True = may attend
+        allowed = combine(allowed, key_padding_to_attn_mask(kpm, ndim=len(shape)))
     return allowed
 
 
@@ -267,7 +259,7 @@ class Attention(Module):
         if keys.shape[-2] != values.shape[-2]:
             raise ValueError(f"Attention: keys (..., S, Dk) and values (..., S, Dv) must share S, "
                              f"got keys {keys.shape} and values {values.shape}")
-        kpm = _padding(key_padding_mask, query, keys)
+        kpm = check_key_padding(key_padding_mask, query.shape[0], keys.shape[-2], "Attention")
         prepared = self.score.prepare_keys(keys) if prepared_keys is None else prepared_keys
         s = self.score.score_prepared(query, prepared)                   # score (..., L, S)
         allowed = _allowed(attn_mask, kpm, s.shape)                       # mask

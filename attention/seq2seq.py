@@ -144,11 +144,8 @@ class Seq2Seq(Module):
         """
         max_len = check_int("max_len", max_len, 0, "Seq2Seq.greedy")
         states, s, kpm = self.encode(src, src_lengths)
-        if max_len == 0:  # nothing to generate: empty tokens (B, 0) and alignments (B, 0, S)
-            B, S = states.shape[0], states.shape[1]
-            return np.zeros((B, 0), np.int64), (None if self.attn is None else np.zeros((B, 0, S), states.dtype))
         prepared = None if self.attn is None else self.attn.score.prepare_keys(states)
-        B, S = states.shape[0], states.shape[1]
+        B, S = states.shape[0], states.shape[1]       # max_len = 0: empty tokens (B, 0), alignments (B, 0, S)
         tokens = np.full((B, max_len), pad, dtype=np.int64)
         align = None if self.attn is None else np.zeros((B, max_len, S), dtype=states.dtype)
         y = np.full(B, bos, dtype=np.int64)

@@ -40,47 +40,49 @@ def swiglu(a):
 _ACTIVATIONS = {"relu": ops.relu, "gelu": ops.gelu, "swiglu": swiglu}
 
 
-def _activation(act):
-    if callable(act):
-        return act
-    if act not in _ACTIVATIONS:
-        raise ValueError(f"activation must be one of {sorted(_ACTIVATIONS)} or a callable (e.g. a Module), "
-                         f"got {act!r}")
-    return act
+class _Layer(Module):
+    """What both layers share, registered where torch's layers have it: the self-attention, a cross-attention
+    (the decoder's: cross=True), the MLP linear1 -> act -> dropout -> linear2, and per residual branch a
+    LayerNorm and a dropout (norm1, norm2[, norm3], dropout1, ...)."""
 
-
-class _FeedForward(Module):
-    """The MLP half of a layer, for subclasses: linear1 -> act -> dropout -> linear2."""
-
-    def _init_ff(self, d_model, dim_feedforward, dropout, activation, bias):
-        """The MLP's modules, registered where torch's layers have them (after the attention)."""
-        self.activation = _activation(activation)
+    def __init__(self, d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps, bias, norm_first,
+                 batch_first, attention, window, dilation, rotary, cross):
+        super().__init__()
+        if batch_first is not True:
+            raise ValueError(f"{type(self).__name__}: minigrad's layers are batch-first only: pass (B, T, C) "
+                             f"inputs and batch_first=True (or leave it out), got batch_first={batch_first!r}")
+        self.norm_first = bool(norm_first)  # pre-LN (True, the default here) or post-LN (False, torch's default)
+        self.self_attn = MultiHeadAttention(d_model, nhead, dropout=dropout, bias=bias, attention=attention,
+                                            window=window, dilation=dilation, rotary=rotary)
+        if cross:  # "efficient" when that is asked, else dense (a window over the memory has no meaning)
+            self.multihead_attn = MultiHeadAttention(d_model, nhead, dropout=dropout, bias=bias,
+                                                     attention="efficient" if attention == "efficient" else "dense")
+        if not callable(activation) and activation not in _ACTIVATIONS:
+            raise ValueError(f"activation must be one of {sorted(_ACTIVATIONS)} or a callable (e.g. a Module), "
+                             f"got {activation!r}")
+        self.activation = activation
         gated = 2 if activation == "swiglu" else 1  # swiglu: gate and value rows stacked, [0, F) then [F, 2F)
         self.linear1 = Linear(d_model, gated * dim_feedforward, bias=bias)
         self.dropout = Dropout(dropout)
         self.linear2 = Linear(dim_feedforward, d_model, bias=bias)
+        branches = range(1, 4 if cross else 3)  # per residual branch: the norms, then the dropouts (torch's order)
+        for i in branches:
+            setattr(self, f"norm{i}", LayerNorm(d_model, eps=layer_norm_eps, bias=bias))
+        for i in branches:
+            setattr(self, f"dropout{i}", Dropout(dropout))
 
     def _ff(self, x):
         act = _ACTIVATIONS[self.activation] if isinstance(self.activation, str) else self.activation
         return self.linear2(self.dropout(act(self.linear1(x))))
 
-    def _init_order(self, norm_first, batch_first):
-        """norm_first: pre-LN (True, the default here) or post-LN (False, torch's default)."""
-        if batch_first is not True:
-            raise ValueError(f"{type(self).__name__}: minigrad's layers are batch-first only: pass (B, T, C) "
-                             f"inputs and batch_first=True (or leave it out), got batch_first={batch_first!r}")
-        self.norm_first = bool(norm_first)
-
-    def _residual(self, x, norm, block):
-        """Pre-LN x + block(norm(x)), or post-LN norm(x + block(x)); block returns (y, extra)."""
-        if self.norm_first:
-            y, extra = block(norm(x))
-            return x + y, extra
-        y, extra = block(x)
-        return norm(x + y), extra
+    def _residual(self, x, norm, drop, block):
+        """Pre-LN x + drop(block(norm(x))), or post-LN norm(x + drop(block(x))); block returns (y, extra), extra
+        the attention's weights (or None), returned beside."""
+        y, extra = block(norm(x) if self.norm_first else x)
+        return (x + drop(y) if self.norm_first else norm(x + drop(y))), extra
 
 
-class TransformerEncoderLayer(_FeedForward):
+class TransformerEncoderLayer(_Layer):
     """x + SelfAttn(LN(x)), then x + MLP(LN(x)) (post-LN with norm_first=False); (B, T, C) -> (B, T, C)."""
 
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu",
@@ -88,31 +90,22 @@ class TransformerEncoderLayer(_FeedForward):
                  dilation=1, rotary=None):
         """attention / window / dilation: the self-attention's path (see MultiHeadAttention); same state dict.
         rotary: a RotaryEmbedding(d_model // nhead) for the self-attention's q and k, or None."""
-        super().__init__()
-        self._init_order(norm_first, batch_first)
-        self.self_attn = MultiHeadAttention(d_model, nhead, dropout=dropout, bias=bias, attention=attention,
-                                            window=window, dilation=dilation, rotary=rotary)
-        self._init_ff(d_model, dim_feedforward, dropout, activation, bias)
-        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
-        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
-        self.dropout1 = Dropout(dropout)
-        self.dropout2 = Dropout(dropout)
+        super().__init__(d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps, bias, norm_first,
+                         batch_first, attention, window, dilation, rotary, cross=False)
 
     def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False, need_weights=False,
                 cache=None):
         """src (B, T, C); src_mask bool True = may attend, or float. need_weights: also return (B, H, T, T).
         cache: a KVCache for decoding (a decoder-only model of causal encoder layers), see MultiHeadAttention."""
-        def sa(h):
-            a, w = self.self_attn(h, attn_mask=src_mask, key_padding_mask=src_key_padding_mask,
-                                  is_causal=is_causal, need_weights=need_weights,
-                                  **({} if cache is None else {"cache": cache}))
-            return self.dropout1(a), w
-        x, w = self._residual(src, self.norm1, sa)
-        x, _ = self._residual(x, self.norm2, lambda h: (self.dropout2(self._ff(h)), None))
+        kw = {} if cache is None else {"cache": cache}
+        x, w = self._residual(src, self.norm1, self.dropout1, lambda h: self.self_attn(
+            h, attn_mask=src_mask, key_padding_mask=src_key_padding_mask, is_causal=is_causal,
+            need_weights=need_weights, **kw))
+        x, _ = self._residual(x, self.norm2, self.dropout2, lambda h: (self._ff(h), None))
         return (x, w) if need_weights else x
 
 
-class TransformerDecoderLayer(_FeedForward):
+class TransformerDecoderLayer(_Layer):
     """x + SelfAttn(LN(x)), x + CrossAttn(LN(x), memory), x + MLP(LN(x)) (post-LN with norm_first=False)."""
 
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu",
@@ -120,19 +113,8 @@ class TransformerDecoderLayer(_FeedForward):
                  dilation=1, rotary=None):
         """attention: the self-attention's path; cross-attention is "efficient" when that is asked, else dense
         (a window over the memory has no meaning). rotary: a RotaryEmbedding for the self-attention only."""
-        super().__init__()
-        self._init_order(norm_first, batch_first)
-        self.self_attn = MultiHeadAttention(d_model, nhead, dropout=dropout, bias=bias, attention=attention,
-                                            window=window, dilation=dilation, rotary=rotary)
-        cross = "efficient" if attention == "efficient" else "dense"
-        self.multihead_attn = MultiHeadAttention(d_model, nhead, dropout=dropout, bias=bias, attention=cross)
-        self._init_ff(d_model, dim_feedforward, dropout, activation, bias)
-        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
-        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
-        self.norm3 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
-        self.dropout1 = Dropout(dropout)
-        self.dropout2 = Dropout(dropout)
-        self.dropout3 = Dropout(dropout)
+        super().__init__(d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps, bias, norm_first,
+                         batch_first, attention, window, dilation, rotary, cross=True)
 
     def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
                 memory_key_padding_mask=None, tgt_is_causal=False, need_weights=False, memory_is_causal=False,
@@ -141,78 +123,69 @@ class TransformerDecoderLayer(_FeedForward):
         cache: a KVCache: tgt holds the positions after the cached ones (tgt_mask, tgt_key_padding_mask cover
         all of them); the memory's keys and values are projected on the first call and kept."""
         kw = {} if cache is None else {"cache": cache}
-
-        def sa(h):
-            a, w = self.self_attn(h, attn_mask=tgt_mask, key_padding_mask=tgt_key_padding_mask,
-                                  is_causal=tgt_is_causal, need_weights=need_weights, **kw)
-            return self.dropout1(a), w
-
-        def ca(h):
-            a, w = self.multihead_attn(h, memory, memory, attn_mask=memory_mask, is_causal=memory_is_causal,
-                                       key_padding_mask=memory_key_padding_mask, need_weights=need_weights, **kw)
-            return self.dropout2(a), w
-        x, w_self = self._residual(tgt, self.norm1, sa)
-        x, w_cross = self._residual(x, self.norm2, ca)
-        x, _ = self._residual(x, self.norm3, lambda h: (self.dropout3(self._ff(h)), None))
+        x, w_self = self._residual(tgt, self.norm1, self.dropout1, lambda h: self.self_attn(
+            h, attn_mask=tgt_mask, key_padding_mask=tgt_key_padding_mask, is_causal=tgt_is_causal,
+            need_weights=need_weights, **kw))
+        x, w_cross = self._residual(x, self.norm2, self.dropout2, lambda h: self.multihead_attn(
+            h, memory, memory, attn_mask=memory_mask, is_causal=memory_is_causal,
+            key_padding_mask=memory_key_padding_mask, need_weights=need_weights, **kw))
+        x, _ = self._residual(x, self.norm3, self.dropout3, lambda h: (self._ff(h), None))
         return (x, (w_self, w_cross)) if need_weights else x
 
 
-def _clones(layer, num_layers, who):
-    """num_layers independent deep copies of layer, as torch's stacks make (layers.0, layers.1, ...)."""
-    num_layers = check_int("num_layers", num_layers, 1, who)
-    if not isinstance(layer, Module):
-        raise TypeError(f"{who}: a layer Module to copy expected, got {type(layer).__name__}")
-    return ModuleList([copy.deepcopy(layer) for _ in range(num_layers)])
+class _Stack(Module):
+    """num_layers independent deep copies of a layer (layers.0, layers.1, ...), then an optional norm, as torch's
+    stacks make them."""
+
+    def __init__(self, layer, num_layers, norm):
+        super().__init__()
+        who = type(self).__name__
+        num_layers = check_int("num_layers", num_layers, 1, who)
+        if not isinstance(layer, Module):
+            raise TypeError(f"{who}: a layer Module to copy expected, got {type(layer).__name__}")
+        if norm is not None and not isinstance(norm, Module):
+            raise TypeError(f"{who}: norm must be a Module (e.g. LayerNorm(d_model)) or None, got {type(norm).__name__}")
+        self.layers = ModuleList([copy.deepcopy(layer) for _ in range(num_layers)])
+        self.num_layers = num_layers
+        self.norm = norm
+
+    def _run(self, x, cache, *args, **kwargs):
+        """x through every layer (the same arguments to each; cache=, one KVCache for all, when given), then the norm."""
+        kwargs.update({} if cache is None else {"cache": cache})
+        for layer in self.layers:
+            x = layer(x, *args, **kwargs)
+        return x if self.norm is None else self.norm(x)
 
 
-def _final_norm(norm, who):
-    if norm is not None and not isinstance(norm, Module):
-        raise TypeError(f"{who}: norm must be a Module (e.g. LayerNorm(d_model)) or None, got {type(norm).__name__}")
-    return norm
-
-
-class TransformerEncoder(Module):
+class TransformerEncoder(_Stack):
     """num_layers deep copies of encoder_layer, then an optional norm, as torch.nn.TransformerEncoder.
 
     enable_nested_tensor and mask_check are torch's speed switches; accepted for porting, they change nothing.
     """
 
     def __init__(self, encoder_layer, num_layers, norm=None, enable_nested_tensor=True, mask_check=True):
-        super().__init__()
-        self.layers = _clones(encoder_layer, num_layers, "TransformerEncoder")
-        self.num_layers = num_layers
-        self.norm = _final_norm(norm, "TransformerEncoder")
+        super().__init__(encoder_layer, num_layers, norm)
 
     def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None, cache=None):
         """src (B, T, C); mask bool True = may attend, or float; is_causal: the causal mask (not with mask).
         cache: one KVCache for every layer (each keeps its own entry), for decoding."""
-        x = src
-        kw = {} if cache is None else {"cache": cache}
-        for layer in self.layers:
-            x = layer(x, src_mask=mask, src_key_padding_mask=src_key_padding_mask, is_causal=bool(is_causal), **kw)
-        return x if self.norm is None else self.norm(x)
+        return self._run(src, cache, src_mask=mask, src_key_padding_mask=src_key_padding_mask,
+                         is_causal=bool(is_causal))
 
 
-class TransformerDecoder(Module):
+class TransformerDecoder(_Stack):
     """num_layers deep copies of decoder_layer, then an optional norm, as torch.nn.TransformerDecoder."""
 
     def __init__(self, decoder_layer, num_layers, norm=None):
-        super().__init__()
-        self.layers = _clones(decoder_layer, num_layers, "TransformerDecoder")
-        self.num_layers = num_layers
-        self.norm = _final_norm(norm, "TransformerDecoder")
+        super().__init__(decoder_layer, num_layers, norm)
 
     def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
                 memory_key_padding_mask=None, tgt_is_causal=None, memory_is_causal=False, cache=None):
         """tgt (B, L, C), memory (B, S, C); masks as TransformerDecoderLayer's, passed to every layer.
         cache: one KVCache for every layer (each keeps its own entries), for decoding a step at a time."""
-        x = tgt
-        kw = {} if cache is None else {"cache": cache}
-        for layer in self.layers:
-            x = layer(x, memory, tgt_mask=tgt_mask, memory_mask=memory_mask,
-                      tgt_key_padding_mask=tgt_key_padding_mask, memory_key_padding_mask=memory_key_padding_mask,
-                      tgt_is_causal=bool(tgt_is_causal), memory_is_causal=memory_is_causal, **kw)
-        return x if self.norm is None else self.norm(x)
+        return self._run(tgt, cache, memory, tgt_mask=tgt_mask, memory_mask=memory_mask,
+                         tgt_key_padding_mask=tgt_key_padding_mask, memory_key_padding_mask=memory_key_padding_mask,
+                         tgt_is_causal=bool(tgt_is_causal), memory_is_causal=memory_is_causal)
 
 
 def sinusoidal_table(max_len, d_model):

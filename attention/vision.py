@@ -14,7 +14,7 @@ from minigrad.ops import as_tensor
 from .functional import scaled_dot_product_attention
 from .local2d import (neighborhood_attention_2d, neighborhood_attention_2d_reference, window_attention_2d,
                       window_attention_2d_reference)
-from .masks import check_int
+from .masks import check_heads, check_int
 from .transformer import TransformerEncoderLayer
 
 __all__ = ("WindowAttention2d", "SwinBlock", "PatchMerging", "NeighborhoodAttention2d", "PatchEmbedding",
@@ -27,14 +27,6 @@ def relative_position_index(window_size):
     m = window_size
     r, c = np.divmod(np.arange(m * m), m)
     return (r[:, None] - r[None, :] + m - 1) * (2 * m - 1) + (c[:, None] - c[None, :] + m - 1)
-
-
-def _heads(dim, num_heads, who):
-    check_int("dim", dim, 1, who)
-    check_int("num_heads", num_heads, 1, who)
-    if dim % num_heads:
-        raise ValueError(f"{who}: dim {dim} must be a multiple of num_heads {num_heads}")
-    return dim // num_heads
 
 
 def _check_channels(x, dim, who, layout):
@@ -52,7 +44,7 @@ class WindowAttention2d(nn.Module):
     def __init__(self, dim, window_size, num_heads, qkv_bias=True, qk_scale=None, attn_drop=0.0, proj_drop=0.0):
         super().__init__()
         who = "WindowAttention2d"
-        self.head_dim = _heads(dim, num_heads, who)
+        self.head_dim = check_heads(dim, num_heads, who)
         self.dim, self.num_heads = dim, num_heads
         self.window_size = check_int("window_size", window_size, 1, who)
         self.scale = qk_scale or self.head_dim ** -0.5
@@ -187,7 +179,7 @@ class NeighborhoodAttention2d(nn.Module):
     def __init__(self, dim, kernel_size, num_heads, dilation=1, qkv_bias=True, bias=True, qk_scale=None):
         super().__init__()
         who = "NeighborhoodAttention2d"
-        self.head_dim = _heads(dim, num_heads, who)
+        self.head_dim = check_heads(dim, num_heads, who)
         self.kernel_size = check_int("kernel_size", kernel_size, 1, who)
         if kernel_size % 2 == 0:
             raise ValueError(f"{who}: kernel_size must be odd, got {kernel_size}")
@@ -275,7 +267,7 @@ class VisionTransformer(nn.Module):
         super().__init__()
         if pool not in ("cls", "mean"):
             raise ValueError(f"VisionTransformer: pool must be 'cls' or 'mean', got {pool!r}")
-        _heads(dim, num_heads, "VisionTransformer")
+        check_heads(dim, num_heads, "VisionTransformer")
         self.pool = pool
         self.patch_embed = PatchEmbedding(image_size, patch_size, in_channels, dim)
         n = self.patch_embed.num_patches + (pool == "cls")

@@ -128,7 +128,6 @@ class RecurrentAttentionModel(nn.Module):
 
     def macs(self):
         """Multiply-adds per item: glimpses x (the glimpse, GRU core and location layers), plus the classifier."""
-        lin = [self.rho, self.loc_in, self.g_what, self.g_where]
-        per = sum(m.in_features * m.out_features for m in lin) + 6 * self.hidden * self.hidden
+        per = mlp_macs([self.rho, self.loc_in, self.g_what, self.g_where]) + 6 * self.hidden * self.hidden
         per += mlp_macs(self.loc_head) if self.loc_net == "mlp" else self.loc_head.macs()
-        return self.glimpses * per + self.classifier.in_features * self.classifier.out_features
+        return self.glimpses * per + mlp_macs([self.classifier])

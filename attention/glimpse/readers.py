@@ -181,9 +181,9 @@ class ReaderGlimpseNet(nn.Module):
         self.grid, self.kind = grid or PatchGrid(), reader
         g = self.grid
         self.policy = GistPolicy(g, pool, channels)
+        rows, cols = g.corners(np.arange(g.count))                      # each cell's top-left pixel
         if reader == "draw":
             self.reader = DrawReader(g.count, g.side, g.side, g.size)
-            rows, cols = g.corners(np.arange(g.count))
             centre = lambda c: 2 * (c + g.size / 2 - 0.5) / (g.side + 1) - 1  # noqa: E731  (gx -> g~x)
             w = np.zeros((5, g.count))
             w[0], w[1] = centre(cols), centre(rows)
@@ -192,7 +192,6 @@ class ReaderGlimpseNet(nn.Module):
             self.reader.params.bias.data[...] = b
         else:
             self.reader = SpatialTransformerReader(g.count, (g.size, g.size))
-            rows, cols = g.corners(np.arange(g.count))
             # the translation is the expected cell centre (normalised, -1 and 1 the canvas edges); a uniform
             # first policy averages it to 0, so the first theta is exactly the identity
             w = self.reader.loc.weight.data

@@ -118,8 +118,7 @@ class PatchGrid:
     def oracle(self, boxes):
         """The grid index whose patch is centred nearest the object's centre (it holds the whole object)."""
         b = np.asarray(boxes, np.float64)
-        i = np.clip(np.round((b[:, 0] + b[:, 2] / 2 - self.size / 2) / self.stride), 0, self.n - 1)
-        j = np.clip(np.round((b[:, 1] + b[:, 3] / 2 - self.size / 2) / self.stride), 0, self.n - 1)
+        i, j = np.clip(np.round((b[:, :2] + b[:, 2:] / 2 - self.size / 2) / self.stride), 0, self.n - 1).T  # rows, cols
         return (i * self.n + j).astype(np.int64)
 
     def centre(self, batch):

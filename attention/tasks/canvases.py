@@ -54,8 +54,7 @@ def make_glyphs(n, rng, size=8, labels=None):
     cos, sin = np.cos(angle) * scale, np.sin(angle) * scale
     A = np.stack([np.stack([cos, -sin + shear * cos], -1), np.stack([sin, cos + shear * sin], -1)], -2)  # (n,2,2)
     shift = 0.5 + (1 - scale)[:, None] * rng.uniform(-0.5, 0.5, (n, 2))             # stays inside the box
-    p0 = np.einsum("nij,nsj->nsi", A, p0) + shift[:, None]
-    p1 = np.einsum("nij,nsj->nsi", A, p1) + shift[:, None]
+    p0, p1 = (np.einsum("nij,nsj->nsi", A, p) + shift[:, None] for p in (p0, p1))
     # distance from every pixel centre (in box units) to every segment, then the nearest segment;
     # x and y kept apart as (n, S, P) float32 arrays (a trailing axis of 2 is slow in NumPy)
     c = ((np.arange(size) + 0.5) / size).astype(np.float32)
@@ -123,6 +122,18 @@ def load_objects(path, canvas_size=32):
     return check_objects(images, labels, canvas_size, source=str(path))
 
 
+def split_objects(objects, canvas_size, test_fraction, rng, who):
+    """The user's objects (images, labels), checked (check_objects) and split once into training and held-out
+    test sources -> (train, test, num_classes), each source an (images, labels) pair."""
+    images, labels = check_objects(*objects, canvas_size=canvas_size)
+    order = rng.permutation(len(images))
+    n_test = max(1, int(round(test_fraction * len(images))))
+    if n_test >= len(images):
+        raise ValueError(f"{who}: {len(images)} objects leave none for training with test_fraction {test_fraction}")
+    train, test = order[n_test:], order[:n_test]
+    return (images[train], labels[train]), (images[test], labels[test]), int(labels.max()) + 1
+
+
 class Canvases:
     """Cluttered canvases: `batch(n, rng)` draws fresh training canvases; `test` is the fixed held-out set.
 
@@ -139,16 +150,8 @@ class Canvases:
         self.size, self.n_clutter, self.clutter_size, self.glyph_size = size, n_clutter, clutter_size, glyph_size
         rng = np.random.default_rng([seed, 9])  # its own stream: the test set does not depend on training draws
         if objects is not None:
-            images, labels = check_objects(*objects, canvas_size=size)
-            order = rng.permutation(len(images))
-            n_test = max(1, int(round(test_fraction * len(images))))
-            if n_test >= len(images):
-                raise ValueError(f"Canvases: {len(images)} objects leave none for training with test_fraction "
-                                 f"{test_fraction}")
-            self._train = (images[order[n_test:]], labels[order[n_test:]])
-            self._test = (images[order[:n_test]], labels[order[:n_test]])
-            self.num_classes = int(labels.max()) + 1
-            self.object_shape = images.shape[1:]
+            self._train, self._test, self.num_classes = split_objects(objects, size, test_fraction, rng, "Canvases")
+            self.object_shape = self._train[0].shape[1:]
         else:
             if glyph_size > size // 4:
                 raise ValueError(f"Canvases: glyph_size may be at most size // 4 = {size // 4}, got {glyph_size}")
@@ -165,14 +168,11 @@ class Canvases:
         """n fresh training canvases: (images, labels, boxes)."""
         return self._draw(n, rng, self._train)
 
-    def _objects(self, n, rng, source):
-        idx = rng.integers(0, len(source[0]), n)
-        return source[0][idx], source[1][idx]
-
     def _draw(self, n, rng, source):
         S, (h, w) = self.size, self.object_shape
         f = min(self.clutter_size, h, w)
-        obj, labels = self._objects(n, rng, source)
+        idx = rng.integers(0, len(source[0]), n)
+        obj, labels = source[0][idx], source[1][idx]
         canvas = np.zeros((n, S, S), np.float32)
         r, c = rng.integers(0, S - h + 1, n), rng.integers(0, S - w + 1, n)
         rows = np.arange(n)[:, None, None]

@@ -12,7 +12,7 @@ from collections import Counter
 import math
 import numpy as np
 
-from .canvases import GLYPHS, check_objects, make_glyphs, paste_clutter
+from .canvases import GLYPHS, make_glyphs, paste_clutter, split_objects
 
 __all__ = ("load_digits_objects", "GlyphCaptions", "bleu4", "strip_caption")
 
@@ -45,14 +45,8 @@ class GlyphCaptions:
         self.height, self.width = SLOT, SLOT * k
         rng = np.random.default_rng([seed, 17])
         if objects is not None:
-            images, labels = check_objects(*objects, canvas_size=4 * OBJECT, source="objects")
-            order = rng.permutation(len(images))
-            n_test = max(1, int(round(test_fraction * len(images))))
-            if n_test >= len(images):
-                raise ValueError(f"GlyphCaptions: {len(images)} objects leave none for training")
-            self._train = (images[order[n_test:]], labels[order[n_test:]])
-            self._test = (images[order[:n_test]], labels[order[:n_test]])
-            self.num_classes = int(labels.max()) + 1
+            self._train, self._test, self.num_classes = split_objects(objects, 4 * OBJECT, test_fraction, rng,
+                                                                      "GlyphCaptions")
         else:
             self._train = make_glyphs(glyph_bank, np.random.default_rng([seed, 18]), OBJECT)
             self._test = make_glyphs(max(num_test, 1) * (k + n_clutter), rng, OBJECT)

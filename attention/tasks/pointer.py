@@ -3,6 +3,7 @@ Hard attention reads one cell (which must be the header's), soft attention a wei
 """
 import numpy as np
 
+from ..masks import check_int
 from . import draw_outside
 
 __all__ = ("PointerTask", "TEST_SEED")
@@ -21,8 +22,7 @@ class PointerTask:
 
     def __init__(self, cells=32, values=10, test_size=2000, test_seed=TEST_SEED):
         for name, v, low in (("cells", cells, 2), ("values", values, 2), ("test_size", test_size, 1)):
-            if not isinstance(v, (int, np.integer)) or v < low:
-                raise ValueError(f"PointerTask: {name} must be an integer >= {low}, got {v!r}")
+            check_int(name, v, low, "PointerTask")
         space = cells * float(values) ** cells  # every (header, cells) item
         if test_size > space / 2:
             raise ValueError(f"PointerTask: a test set of {test_size} would take over half of the {space:.0f} "
@@ -55,8 +55,7 @@ class PointerTask:
 
     def sample(self, batch, rng):
         """A training batch (header, cells, target), redrawing any item that is in the test set."""
-        if not isinstance(batch, (int, np.integer)) or batch < 1:
-            raise ValueError(f"PointerTask.sample: batch must be an integer >= 1, got {batch!r}")
+        check_int("batch", batch, 1, "PointerTask.sample")
         header, cells = draw_outside(self._draw, self._keys, self._test_keys, batch, rng, "PointerTask.sample")
         return header, cells, cells[np.arange(batch), header]
 
