@@ -143,3 +143,17 @@ def test_time_split_sorts_perf_samples_by_thread_and_kind():
     assert shares["compile"]["memcpy/memset"] == pytest.approx(12.5)
     assert shares["compile"]["allocator"] == pytest.approx(37.5)
     assert all(sum(row.values()) == pytest.approx(100.0) for row in shares.values())
+
+
+def test_create_graph_workloads_run_and_reach_their_leaves():
+    """bench_create_graph's five second-order steps run on this tree, and each one's backward reaches its
+    parameters and inputs with finite gradients (a workload that silently stopped differentiating would time
+    nothing)."""
+    import numpy as np
+    from benchmarks import bench_create_graph
+    steps = bench_create_graph._workloads()
+    assert set(steps) == set(bench_create_graph.WORKLOADS)
+    for name, (step, _, leaves) in steps.items():
+        step()
+        for leaf in leaves:
+            assert leaf.grad is not None and np.isfinite(np.asarray(leaf.grad)).all(), name

@@ -114,6 +114,29 @@ def test_cross_entropy_closure_equals_its_rule(kw):
     np.testing.assert_allclose(fast, plain, rtol=1e-12, atol=1e-14)
 
 
+@pytest.mark.parametrize("x_shape", [(6, 4), (2, 3, 4)])
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("x_needs", [True, False])
+def test_linear_closure_equals_its_rule(x_shape, bias, x_needs):
+    """linear's rule (what create_graph runs, in Tensor ops) gives the closure's gradients for every input that
+    wants one and None for the others: batched input, with and without a bias, input with and without grad."""
+    x = mg.tensor(R.standard_normal(x_shape), requires_grad=x_needs, dtype=np.float64)
+    w, b = _t(5, 4), (_t(5) if bias else None)
+    y = fused.linear(x, w, b)
+    rule, closure = _rule_of(y)
+    parents = [x, w] + ([b] if bias else [])
+    g = R.standard_normal(y.shape)
+    fast = closure(g.copy())
+    plain = rule(mg.tensor(g), y, *parents, need=tuple(p.requires_grad for p in parents))
+    assert len(fast) == len(plain) == len(parents)
+    for p, f, r in zip(parents, fast, plain):
+        if not p.requires_grad:
+            assert f is None and r is None
+            continue
+        assert r.shape == p.shape
+        np.testing.assert_allclose(f, r.data, rtol=1e-12, atol=1e-14)
+
+
 @pytest.mark.parametrize("approximate", ["none", "tanh"])
 def test_gelu_closure_equals_its_rule(approximate):
     x = _t(3, 5)

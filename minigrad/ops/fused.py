@@ -17,7 +17,7 @@ from ..tensor import Tensor, make_node
 from ._args import _all_finite, _axis, _norm_axes, as_tensor, class_rows, from_rows, kind_array, weight_bias
 from ._dual import exp as _exp, linear_jvp, log_softmax_jvp, rowdot as _rowdot, rowsum as _rowsum
 from .elementwise import _sigmoid, sigmoid, tanh
-from .linalg import matmul
+from .linalg import _weight_grad, matmul
 from .reduce import _lse, logsumexp, mean
 from .indexing import getitem
 from .shape import transpose
@@ -96,30 +96,19 @@ def log_softmax(a, axis=None, dim=None):
 
 # ---- linear and einsum ----------------------------------------------------------------------------
 
-def _weight_grad(g2, x2, gw):
-    """g2^T x2 (N, O)^T (N, I) -> (O, I), where a zero in g2 times a NaN or inf in x2 counts 0: an input row
-    whose gradient is 0 (a masked padding position, say) adds nothing to a weight gradient, whatever it holds.
-    gw is the plain product, which linear's backward computes first: it calls this only when that product,
-    or the forward's output, is not all finite (a NaN or inf in x2 always shows in its row of the output)."""
-    bad = ~np.isfinite(x2)
-    if not bad.any():
-        return gw  # the non-finite values came from g2 itself: they are real
-    zero = np.zeros((), x2.dtype)
-    live = g2.any(axis=1)                                     # rows whose gradient is not all 0
-    gw = g2.T @ np.where(bad | ~live[:, None], zero, x2)      # the finite part; dead rows add exactly 0
-    n, i = np.nonzero(bad & live[:, None])                    # non-finite entries in live rows: few
-    step = max(1, x2.size // max(g2.shape[1], 1))             # temporaries no larger than x2
-    with np.errstate(invalid="ignore"):
-        for c in range(0, len(n), step):
-            gk = g2[n[c:c + step]]                            # (k, O)
-            np.add.at(gw.T, i[c:c + step], np.where(gk == 0, zero, gk * x2[n[c:c + step], i[c:c + step], None]))
-    return gw
-
-
 def linear_reference(x, weight, bias=None):
     """The plain form of linear: x @ W^T + b."""
     y = matmul(x, transpose(weight))
     return y if bias is None else y + bias
+
+
+def _linear_vjp(g, out, x, weight, bias=None, need=(True, True, True)):
+    """linear's rule in ops, for create_graph (backward() runs the kernel's closure; tests/test_fused_reference.py
+    holds the two equal): dx = g W, dW = g^T x and db = sum g over every leading axis of x."""
+    g2 = g.reshape(-1, weight.shape[0])
+    gx = matmul(g, weight) if need[0] else None
+    gw = matmul(transpose(g2), x.reshape(-1, weight.shape[1])) if need[1] else None
+    return (gx, gw) if bias is None else (gx, gw, g2.sum(axis=0) if need[2] else None)
 
 
 def linear(x, weight, bias=None):
@@ -133,7 +122,7 @@ def linear(x, weight, bias=None):
         raise ValueError(f"linear: bias of shape ({w.shape[0]},) expected, got {bias.shape}")
     parents = (x, weight) if bias is None else (x, weight, bias)
     out, backward = _linear_arrays([p.requires_grad for p in parents], xd, w, None if bias is None else bias.data)
-    return make_node(out, parents, backward, "linear", reference=linear_reference, jvp=linear_jvp)
+    return make_node(out, parents, backward, "linear", vjp=_linear_vjp, reference=linear_reference, jvp=linear_jvp)
 
 
 def _linear_arrays(need, xd, w, b=None):
@@ -246,13 +235,16 @@ def _cross_entropy_vjp(t, ignore_index, eps, reduction, g, out, logits):
     times g (over their count for 'mean'). create_graph runs it; backward() runs the kernel's closure, which
     reuses the forward's exponentials (tests/test_fused_reference.py holds the two equal)."""
     rows, tr = class_rows(logits), t.reshape(-1)
-    C, valid = rows.shape[1], (t.reshape(-1) != ignore_index)
+    C, n = rows.shape[1], len(tr)
+    valid = None if ignore_index < 0 and (n == 0 or tr.min() >= 0) else tr != ignore_index  # None: every row
     target = np.zeros(rows.shape, rows.dtype)
-    target[np.arange(len(tr))[valid], tr[valid]] = 1 - eps
-    target += eps / C
+    target[(arange(n), tr) if valid is None else (np.arange(n)[valid], tr[valid])] = 1 - eps
+    if eps:
+        target += eps / C
     p = softmax(rows, axis=-1) if isinstance(rows, Tensor) else softmax(Tensor(rows), axis=-1).data
-    d = (p - target) * valid[:, None].astype(rows.dtype)
-    scale = g.reshape(-1, 1) if reduction == "none" else g / max(int(valid.sum()), 1) if reduction == "mean" else g
+    d = p - target if valid is None else (p - target) * valid[:, None].astype(rows.dtype)
+    count = n if valid is None else int(valid.sum())
+    scale = g.reshape(-1, 1) if reduction == "none" else g / max(count, 1) if reduction == "mean" else g
     return (from_rows(d * scale, logits.shape),)
 
 
@@ -444,6 +436,6 @@ def _gru_cell_plain(has_ih, x, h, weight_ih, weight_hh, *biases):
 
 
 # minigrad.compile (docs/compile.md): the tape runs a kernel's array form, or re-runs the kernel on its inputs
-linear_reference.arrays, _cross_entropy_vjp.arrays = _linear_arrays, _cross_entropy_arrays
+_linear_vjp.arrays, _cross_entropy_vjp.arrays = _linear_arrays, _cross_entropy_arrays
 _layer_norm_plain.kernel = lambda shape, eps, has_w, x, *wb: layer_norm(x, shape, *weight_bias(wb, has_w), eps)
 _gru_cell_plain.kernel = lambda has_ih, x, h, w_ih, w_hh, *b: gru_cell(x, h, w_ih, w_hh, *weight_bias(b, has_ih))

@@ -16,6 +16,25 @@ METHODS = ("outer", "tril", "triu")
 
 # ---- matrix products ---------------------------------------------------------------------------
 
+def _weight_grad(g2, x2, gw):
+    """g2^T x2 (N, O)^T (N, I) -> (O, I) for linear's weight gradient (ops/fused.py), where a zero in g2 times a NaN or inf in x2 counts 0: an input row
+    whose gradient is 0 (a masked padding position, say) adds nothing to a weight gradient, whatever it holds.
+    gw is the plain product, which linear's backward computes first: it calls this only when that product,
+    or the forward's output, is not all finite (a NaN or inf in x2 always shows in its row of the output)."""
+    bad = ~np.isfinite(x2)
+    if not bad.any():
+        return gw  # the non-finite values came from g2 itself: they are real
+    zero = np.zeros((), x2.dtype)
+    live = g2.any(axis=1)                                     # rows whose gradient is not all 0
+    gw = g2.T @ np.where(bad | ~live[:, None], zero, x2)      # the finite part; dead rows add exactly 0
+    n, i = np.nonzero(bad & live[:, None])                    # non-finite entries in live rows: few
+    step = max(1, x2.size // max(g2.shape[1], 1))             # temporaries no larger than x2
+    with np.errstate(invalid="ignore"):
+        for c in range(0, len(n), step):
+            gk = g2[n[c:c + step]]                            # (k, O)
+            np.add.at(gw.T, i[c:c + step], np.where(gk == 0, zero, gk * x2[n[c:c + step], i[c:c + step], None]))
+    return gw
+
 
 def _mm(x, y):
     """x @ y for stacks of matrices; a contraction over one element is a broadcast product, which
