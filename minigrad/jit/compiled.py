@@ -267,6 +267,7 @@ class Compiled:
                 return out
         if not self.enabled or _tensor._tracer is not None:  # trace()/detect_anomaly() watch the eager ops
             return self.fn(*args, **kwargs)
+        key = None
         if not kwargs:  # the common call, Tensors and arrays only: its key without _flatten's generality
             key = []
             for a in args:
@@ -276,14 +277,9 @@ class Compiled:
                 elif type(a) is np.ndarray:
                     key.append((a.shape, a.dtype, a.strides, a.base is None))
                 else:
+                    key = None
                     break
-            else:
-                v = self.variants.get((tuple(key), _gm.is_grad_enabled()))
-                if v is not None and v.replay is not None and v.guard():
-                    self.replays += 1
-                    self._remember(v)
-                    return v.replay(*args)
-        arrays, key = _flatten(args, kwargs)
+        arrays, key = (args, tuple(key)) if key is not None else _flatten(args, kwargs)
         if not arrays:
             raise CompileError(f"compile({self.__name__}): called with no Tensor or array argument; the tape "
                                f"would replay its first inputs forever. Pass the step's data (and leaves) as "
