@@ -33,10 +33,7 @@ def register(module, kind, hook, prepend=False, with_kwargs=False):
     """Add hook to module's hooks of `kind`; returns a RemovableHandle."""
     if not callable(hook):
         raise TypeError(f"{type(module).__name__}.register_{kind}: expected a callable, got {type(hook).__name__}")
-    hooks = module.__dict__.get("_" + kind)
-    if hooks is None:
-        hooks = OrderedDict()
-        object.__setattr__(module, "_" + kind, hooks)
+    hooks = module.__dict__.setdefault("_" + kind, OrderedDict())  # (past Module.__setattr__: not a submodule)
     handle = RemovableHandle(hooks, _lower)
     hooks[handle.id] = (hook, with_kwargs)
     if prepend:
