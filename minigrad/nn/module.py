@@ -269,8 +269,7 @@ class ModuleList(Module):
 
     def __init__(self, modules=()):
         super().__init__()
-        for m in modules:
-            self.append(m)
+        self.extend(modules)
 
     def append(self, m):
         """Register m under the next index ('0', '1', ...); returns self."""
@@ -315,8 +314,7 @@ class ModuleList(Module):
         mods = list(self._modules.values())
         mods.insert(index, m)
         self._modules.clear()
-        for k, mod in enumerate(mods):
-            setattr(self, str(k), mod)
+        self.extend(mods)
 
 
 class Sequential(ModuleList):
