@@ -93,6 +93,7 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
 
 
 def _pool_args(fn, x, kernel_size, stride, padding, dilation, ceil_mode):
+    """-> (x as (B, C, H, W), whether it came batched, kernel, stride, padding, dilation, output size), checked."""
     x = as_tensor(x)
     if x.ndim not in (3, 4):
         raise ValueError(f"{fn}: input (B, C, H, W) or (C, H, W) expected, got shape {x.shape}")
@@ -106,17 +107,15 @@ def _pool_args(fn, x, kernel_size, stride, padding, dilation, ceil_mode):
     if out[0] < 1 or out[1] < 1:
         raise ValueError(f"{fn}: kernel {k} (dilation {d}) is larger than the padded input "
                          f"({H + 2 * p[0]}, {W + 2 * p[1]})")
-    return x, k, s, p, d, out
+    return (x if x.ndim == 4 else x.reshape(1, *x.shape)), x.ndim == 4, k, s, p, d, out
 
 
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
     """The largest entry of every (dilated) window, as torch's max_pool2d: input (B, C, H, W) or (C, H, W);
     stride defaults to kernel_size; padding counts as -inf. return_indices: also each pick's flat index into
     H*W (torch's layout). The gradient goes to the pick (the first of tied entries)."""
-    x, k, s, p, d, out = _pool_args("max_pool2d", input, kernel_size, stride, padding, dilation, ceil_mode)
-    batched = x.ndim == 4
-    x4 = x if batched else x.reshape(1, *x.shape)
-    win = _windows(x4, k, s, p, d, out, -np.inf)                       # (B, C, kh*kw, Ho, Wo)
+    x, batched, k, s, p, d, out = _pool_args("max_pool2d", input, kernel_size, stride, padding, dilation, ceil_mode)
+    win = _windows(x, k, s, p, d, out, -np.inf)                        # (B, C, kh*kw, Ho, Wo)
     values, pick = win.max(2)
     values = values if batched else values.reshape(values.shape[1:])
     if not return_indices:
@@ -132,10 +131,8 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
                divisor_override=None):
     """The mean of every window, as torch's avg_pool2d: zero padding counted in the divisor when
     count_include_pad (never the overhang ceil_mode adds); divisor_override replaces the divisor."""
-    x, k, s, p, d, out = _pool_args("avg_pool2d", input, kernel_size, stride, padding, 1, ceil_mode)
-    batched = x.ndim == 4
-    x4 = x if batched else x.reshape(1, *x.shape)
-    total = _windows(x4, k, s, p, d, out, 0.0).sum(2)                  # (B, C, Ho, Wo)
+    x, batched, k, s, p, d, out = _pool_args("avg_pool2d", input, kernel_size, stride, padding, 1, ceil_mode)
+    total = _windows(x, k, s, p, d, out, 0.0).sum(2)                   # (B, C, Ho, Wo)
     if divisor_override is not None:
         div = float(_pair("divisor_override", divisor_override, 1, "avg_pool2d")[0])
     else:
