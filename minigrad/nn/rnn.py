@@ -68,8 +68,7 @@ class LSTMCell(_RNNCellBase):
         """One LSTM step: x (B, input_size), state (h, c) or None (zeros) -> (h', c'), each (B, hidden_size)."""
         h, c = (None, None) if state is None else state
         self._check(x, h, c)
-        h = self._zeros(x) if h is None else h
-        c = self._zeros(x) if c is None else c
+        h, c = (self._zeros(x) if s is None else s for s in (h, c))
         return lstm_cell_reference(x, h, c, self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh)
 
 
@@ -211,8 +210,7 @@ class LSTM(_RNNBase):
         def step(x, states, params, lengths, reverse):
             return lstm_sequence(x, states, *params, lengths=lengths, reverse=reverse)
         y, finals = self._run(x, states, lengths, step)
-        h_n = ops.stack([f[0] for f in finals], axis=0)
-        c_n = ops.stack([f[1] for f in finals], axis=0)
+        h_n, c_n = (ops.stack(list(states), axis=0) for states in zip(*finals))  # each (num_layers * D, B, H)
         if unbatched:
             h_n, c_n = h_n.squeeze(1), c_n.squeeze(1)
         return self._finish(y, unbatched), (h_n, c_n)
