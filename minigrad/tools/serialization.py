@@ -24,6 +24,7 @@ from ..tensor import Tensor
 MANIFEST = "__minigrad__"
 FORMAT = "minigrad-checkpoint"
 VERSION = 1
+_PLAIN = {"bool": bool, "int": int, "str": str}  # kept as themselves in the manifest (bool first: a bool is an int)
 
 
 class CheckpointError(ValueError):
@@ -68,14 +69,11 @@ class _Writer:
             return {"t": "scalar", "e": self.entry(path, np.asarray(obj))}
         if obj is None:
             return {"t": "none"}
-        if isinstance(obj, bool):
-            return {"t": "bool", "v": obj}
-        if isinstance(obj, int):
-            return {"t": "int", "v": obj}
+        for t, kind in _PLAIN.items():
+            if isinstance(obj, kind):
+                return {"t": t, "v": obj}
         if isinstance(obj, float):
             return {"t": "float", "v": repr(obj)}  # repr round-trips exactly, inf and nan included
-        if isinstance(obj, str):
-            return {"t": "str", "v": obj}
         if isinstance(obj, (dict, list, tuple)):
             if id(obj) in self.open:
                 raise ValueError(f"save: the container at '{_where(path)}' contains itself (a cycle), which a "
@@ -195,9 +193,9 @@ def _build(node, z, path, where="<root>"):
             return _read(z, node["e"], path)[()]
         if t == "none":
             return None
-        if t in ("bool", "int", "str"):
+        if t in _PLAIN:
             v = node["v"]
-            if type(v) is not {"bool": bool, "int": int, "str": str}[t]:
+            if type(v) is not _PLAIN[t]:
                 raise bad
             return v
         if t == "float":
