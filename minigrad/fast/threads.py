@@ -68,18 +68,14 @@ def _threadpoolctl():
     return threadpoolctl
 
 
-def _check(n):
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise ValueError(f"set_num_threads: expected a positive int, got {n!r}")
-    return int(n)
-
-
 def set_num_threads(n, backend=None):
     """Use n threads in NumPy's BLAS from now on (as torch.set_num_threads); returns the backend it used.
 
     backend: None picks the first that works of "threadpoolctl", "ctypes", "env" (see the module docstring).
     """
-    n = _check(n)
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"set_num_threads: expected a positive int, got {n!r}")
+    n = int(n)
     order = ("threadpoolctl", "ctypes", "env") if backend is None else (backend,)
     for name in order:
         if name == "threadpoolctl":
