@@ -29,16 +29,14 @@ class PointerTask:
                              f"possible items, leaving too few to train on; use a smaller test_size")
         self.L, self.K = int(cells), int(values)
         rng = np.random.default_rng(test_seed)
-        header, grid, keys = [], [], set()
-        while len(keys) < test_size:  # unique items (the space may be small)
+        items = {}  # key -> (header, cells): unique items in the order drawn (the space may be small)
+        while len(items) < test_size:
             h, c = self._draw(test_size, rng)
-            for i, k in enumerate(self._keys(h, c)):
-                if k not in keys and len(keys) < test_size:
-                    keys.add(k)
-                    header.append(h[i])
-                    grid.append(c[i])
-        header, grid = np.array(header, np.int64), np.array(grid, np.int64)
-        self._test_keys = keys
+            for k, item in zip(self._keys(h, c), zip(h, c)):
+                if len(items) < test_size:
+                    items.setdefault(k, item)
+        header, grid = (np.array(a, np.int64) for a in zip(*items.values()))
+        self._test_keys = set(items)
         self.test = (header, grid, grid[np.arange(len(header)), header])
 
     @property
