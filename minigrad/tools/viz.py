@@ -44,17 +44,16 @@ def _label(node, grad, show_values=True, names=None):
     shape = "x".join(map(str, node.shape)) or "scalar"
     lines = [f"{_kind(node, names)}  {shape}  {node.dtype}"]
     if show_values:
-        v = _values(node.data)
-        if v is not None:
-            lines.append(f"data {v}")
-        if grad is not None:
-            gv = _values(grad)
-            if gv is not None:
-                lines.append(f"grad {gv}")
+        for name, a in (("data", node.data), ("grad", grad)):
+            v = None if a is None else _values(a)
+            if v is not None:
+                lines.append(f"{name} {v}")
     return lines
 
 
-def _graph(tensor, grads, fn):
+def _graph(tensor, grads, params, fn):
+    """(nodes inputs first, their ids, edges, gradients to show, leaf names) of the graph behind tensor."""
+    names = _names(params, fn)
     if not isinstance(tensor, Tensor):
         raise TypeError(f"{fn}: expected a Tensor, got {type(tensor).__name__}")
     _check_alive(tensor, fn)  # the message names the function the user called
@@ -67,14 +66,13 @@ def _graph(tensor, grads, fn):
         gmap = {n: n.grad for n in order if n.grad is not None}
     ids = {n: i for i, n in enumerate(order)}
     edges = [(ids[p], ids[n]) for n in order for p in n._parents]
-    return order, ids, edges, gmap
+    return order, ids, edges, gmap, names
 
 
 def print_graph(tensor, grads=False, file=None, params=None):
     """Print the graph that made `tensor`, inputs first: '#id op shape dtype <- #inputs', values when small.
     params: {name: tensor} or a Module, to name those leaves."""
-    names = _names(params, "print_graph")
-    order, ids, _, gmap = _graph(tensor, grads, "print_graph")
+    order, ids, _, gmap, names = _graph(tensor, grads, params, "print_graph")
     lines = []
     for n in order:
         label = _label(n, gmap.get(n), names=names)
@@ -118,8 +116,7 @@ def draw_graph(tensor, path=None, grads=False, max_nodes=200, rankdir="LR", para
         matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    names = _names(params, "draw_graph")
-    order, ids, edges, gmap = _graph(tensor, grads, "draw_graph")
+    order, ids, edges, gmap, names = _graph(tensor, grads, params, "draw_graph")
     depth = _depths(order)
     collapse = len(order) > max_nodes
     # boxes: one per node; past max_nodes, one per kind of node (op, shape, dtype), which folds the repeated
