@@ -65,28 +65,23 @@ def _entry(t, table):
     return h
 
 
-def _check_shape(fn, new, shape):
-    """A hook's replacement gradient must keep the gradient's shape."""
-    got = np.shape(getattr(new, "data", new))
-    if got != shape:
-        raise RuntimeError(f"hook {getattr(fn, '__name__', fn)!r} has changed the gradient's shape: "
-                           f"expected {shape}, got {got}")
-
-
 def _run(hooks, g, shape, dtype):
-    """Apply the hooks in order to a copy of g; a hook's non-None return replaces it (checked)."""
-    g = np.array(g)
+    """Apply the hooks in order to g (a copy of an array gradient, or the create_graph walk's Tensor itself);
+    a hook's non-None return replaces it, if it keeps the gradient's shape."""
+    tensor = hasattr(g, "_parents")
+    g = g if tensor else np.array(g)
     for fn in list(hooks.values()):
         new = fn(g)
         if new is not None:
-            _check_shape(fn, new, shape)
-            g = np.asarray(getattr(new, "data", new)).astype(dtype, copy=False)
+            got = np.shape(getattr(new, "data", new))
+            if got != shape:
+                raise RuntimeError(f"hook {getattr(fn, '__name__', fn)!r} has changed the gradient's shape: "
+                                   f"expected {shape}, got {got}")
+            if tensor:  # (as torch's under create_graph: a Tensor with its graph)
+                g = new if hasattr(new, "_parents") else type(g)(np.asarray(new, dtype=dtype))
+            else:
+                g = np.asarray(getattr(new, "data", new)).astype(dtype, copy=False)
     return g
-
-
-def _retain(t, hooks, g):
-    if hooks.retains:
-        t.grad = g.copy() if t.grad is None else t.grad + g
 
 
 def _wrap(t, hooks):
@@ -101,8 +96,8 @@ def _wrap(t, hooks):
             node = ref()
             if hooks:
                 g = _run(hooks, g, shape, dtype)
-            if node is not None:
-                _retain(node, hooks, g)
+            if node is not None and hooks.retains:
+                node.grad = g.copy() if node.grad is None else node.grad + g
         return rule(g, *rest, **kw)
 
     hooked.saved = saved_by(rule)  # what the rule reads, for the version check
@@ -115,11 +110,7 @@ def run_on_tensor(t, g):
     hooks = _nonleaf.get(id(t)) or _leaves.get(id(t))
     if hooks is None or hooks.ref() is not t:
         return g
-    for fn in list(hooks.values()):
-        new = fn(g)
-        if new is not None:
-            _check_shape(fn, new, t.data.shape)
-            g = new if hasattr(new, "_parents") else type(g)(np.asarray(new, dtype=t.data.dtype))
+    g = _run(hooks, g, t.data.shape, t.data.dtype)
     if hooks.retains and t._backward is not None:
         t.grad = g if t.grad is None else t.grad + g
     return g
