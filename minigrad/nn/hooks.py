@@ -130,10 +130,8 @@ def _wrap_inputs(module, args, hooks, state):
             data = flat[offs[k]:offs[k + 1]].reshape(shapes[k]).astype(tensors[k].data.dtype, copy=False)
             return make_node(data, (hub,), backward, "BackwardHookFunction")
         new = tuple(piece(k) for k in range(len(tensors)))
-    args = list(args)
-    for i, t in zip(idx, new):
-        args[i] = t
-    return tuple(args)
+    passed = dict(zip(idx, new))  # position -> the identity node standing for that input
+    return tuple(passed.get(i, a) for i, a in enumerate(args))
 
 
 def _wrap_outputs(module, out, hooks, state):
