@@ -114,9 +114,7 @@ class RecurrentAttentionModel(nn.Module):
             h = self.step(x, loc, h)
         self.last_locations = np.stack(locs, 1)                # (B, glimpses, 2)
         logits = self.classifier(h)
-        hit = None
-        if boxes is not None:
-            hit = record(_hit, loc, boxes, x.shape[1], x.shape[2])
+        hit = None if boxes is None else record(_hit, loc, boxes, x.shape[1], x.shape[2])
         lp = ent = None  # nothing sampled (random or centre reads): the Trainer's step is plain cross-entropy
         if log_probs:
             lp, ent = ops.stack(log_probs, axis=1), ops.stack(entropies, axis=1)  # (B, glimpses - 1)
