@@ -218,13 +218,9 @@ class Module:
         unexpected = [k for k in state if k not in own and k not in bufs]
         missing = [k for k in list(own) + list(bufs) if k not in state]
         if strict and (unexpected or missing):
-            msg = [f"load_state_dict for {type(self).__name__}:"]
-            if unexpected:
-                msg.append(f"unexpected keys {unexpected}")
-            if missing:
-                msg.append(f"missing keys {missing}")
-            msg.append(f"(expected keys: {list(own) + list(bufs)})")
-            raise KeyError(" ".join(msg))
+            found = [f"{what} keys {keys}" for what, keys in (("unexpected", unexpected), ("missing", missing)) if keys]
+            raise KeyError(" ".join([f"load_state_dict for {type(self).__name__}:", *found,
+                                     f"(expected keys: {list(own) + list(bufs)})"]))
         state = {k: (v.data if isinstance(v, Tensor) else np.asarray(v)) for k, v in state.items()}
         for k, v in state.items():  # check every shape first, so a failed load changes nothing
             if k in own and v.shape != own[k].shape:
