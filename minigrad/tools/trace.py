@@ -86,10 +86,8 @@ class Trace:
                     continue
                 if not getattr(fn, "__module__", "").startswith(self._SOURCES) or not hasattr(fn, "__code__"):
                     continue
-                if id(fn) not in wrappers:
-                    wrappers[id(fn)] = self._wrap(fn)
                 self._saved.append((mod, name, fn))
-                setattr(mod, name, wrappers[id(fn)])
+                setattr(mod, name, wrappers.setdefault(id(fn), self._wrap(fn)))
         # Tensor's operators and methods are ops' functions themselves (bound by ops/__init__.py): wrap them there too
         for name, fn in list(vars(Tensor).items()):
             if id(fn) in wrappers:
