@@ -248,8 +248,7 @@ class Trainer:
             if any(id(p) not in have for p in base_params):
                 raise ValueError("Trainer: the optimizer must include the learned baseline's parameters "
                                  "(or pass optimizer=None and lr= to have the Trainer build one)")
-        self.optimizer = optimizer
-        self.params = optimizer.params
+        self.optimizer, self.params = optimizer, optimizer.params
         self.history, self._std = [], None
         # the core of a step, compiled or not (enabled=False: the plain method); up to 64 batch shapes
         self._core = minigrad.compile(self._step_core, enabled=compile, max_variants=64)
