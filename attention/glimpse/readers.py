@@ -185,11 +185,10 @@ class ReaderGlimpseNet(nn.Module):
         if reader == "draw":
             self.reader = DrawReader(g.count, g.side, g.side, g.size)
             centre = lambda c: 2 * (c + g.size / 2 - 0.5) / (g.side + 1) - 1  # noqa: E731  (gx -> g~x)
-            w = np.zeros((5, g.count))
+            w = self.reader.params.weight.data                            # (5, count), zero but for g~x, g~y
+            w[...] = 0
             w[0], w[1] = centre(cols), centre(rows)
-            b = np.array([0, 0, np.log(0.5), np.log((g.size - 1) / (g.side - 1)), 0])
-            self.reader.params.weight.data[...] = w
-            self.reader.params.bias.data[...] = b
+            self.reader.params.bias.data[...] = [0, 0, np.log(0.5), np.log((g.size - 1) / (g.side - 1)), 0]
         else:
             self.reader = SpatialTransformerReader(g.count, (g.size, g.size))
             # the translation is the expected cell centre (normalised, -1 and 1 the canvas edges); a uniform
