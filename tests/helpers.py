@@ -58,3 +58,8 @@ def assert_same_function(fast, plain, ins, rng, what=""):
     for i, (a, b) in enumerate(zip(ins, ref_ins)):
         np.testing.assert_allclose(a.grad, b.grad, rtol=1e-10, atol=1e-12, err_msg=f"{what}: input {i}")
     return y
+
+
+def f64(x, requires_grad=False):
+    """A float64 tensor holding `x` (a list, a number or an array), a leaf that requires grad if asked."""
+    return mg.tensor(np.asarray(x, dtype=np.float64), requires_grad=requires_grad)

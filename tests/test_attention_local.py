@@ -8,7 +8,7 @@ from attention import (MultiHeadAttention, TransformerDecoderLayer, TransformerE
                        fixed_mask, global_token_mask, scaled_dot_product_attention as sdpa, sliding_window_attention,
                        sliding_window_mask, sliding_window_reference_mask, strided_mask)
 from attention.local import _Layout
-from helpers import t64_maker
+from helpers import f64, t64_maker
 
 rng = np.random.default_rng(1)
 t64 = t64_maker(rng)
@@ -120,6 +120,26 @@ def test_nonfinite_garbage_in_padding_cannot_leak():
     assert np.abs(out.data - ref.data).max() < 1e-12
     assert np.abs(q.grad - want[0]).max() < 1e-12
     assert np.abs(k2.grad[~kpm] - want[1][~kpm]).max() < 1e-12 and np.abs(v2.grad[~kpm] - want[2][~kpm]).max() < 1e-12
+
+
+def _padded_qkv(seed=0):
+    rng = np.random.default_rng(seed)
+    q, k, v = (rng.standard_normal((2, 5, 4)) for _ in range(3))
+    pad = np.zeros((2, 5), bool)
+    pad[1, 3:] = True
+    for a in (q, k, v):
+        a[1, 3:] = np.nan  # garbage in the padded positions
+    return q, k, v, pad
+
+
+def test_window_kernel_clears_padded_rows():
+    q, k, v, pad = _padded_qkv()
+    ts = [f64(a, True) for a in (q, k, v)]
+    out = sliding_window_attention(*ts, window=2, key_padding_mask=pad)
+    keep = (~pad)[..., None].astype(float)
+    (mg.where(mg.tensor(keep > 0), out, 0.0) * f64(np.ones(out.shape))).sum().backward()
+    for t in ts:
+        assert np.isfinite(t.grad[~pad]).all()
 
 
 def test_float32_stays_float32():

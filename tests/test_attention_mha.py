@@ -75,6 +75,24 @@ def test_padding_keys_get_zero_grad_and_weight(float64):
     assert np.all(mem.grad[1, 2:] == 0) and np.all(mem.grad[1, :2] != 0)
 
 
+@pytest.mark.parametrize("path", ["window", "efficient"])
+def test_mha_paths_clear_padding_like_dense(path):
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((2, 5, 4))
+    pad = np.zeros((2, 5), bool)
+    pad[1, 3:] = True
+    x[1, 3:] = np.nan
+    grads = {}
+    for p in ("dense", path):
+        mg.manual_seed(0)
+        m = MultiHeadAttention(4, 2, attention=p, **({"window": 8} if p == "window" else {}))
+        y, _ = m(mg.tensor(x.astype(m.in_proj_weight.dtype)), key_padding_mask=pad)
+        mg.where(mg.tensor(~pad[..., None]), y, 0.0).sum().backward()
+        grads[p] = m.in_proj_weight.grad
+    assert np.isfinite(grads["dense"]).all()
+    np.testing.assert_allclose(grads[path], grads["dense"], rtol=1e-4, atol=1e-5)
+
+
 def test_need_weights_false_and_dropout_modes(float64):
     m = MultiHeadAttention(4, 2, dropout=0.5)
     x = mg.tensor(rng.standard_normal((2, 3, 4)))

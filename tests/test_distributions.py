@@ -8,6 +8,7 @@ import pytest
 import attention
 import minigrad as mg
 from attention import Categorical, Normal
+from helpers import f64
 
 rng = np.random.default_rng(7)
 
@@ -49,6 +50,19 @@ def test_categorical_impossible_categories_give_finite_entropy_and_gradients():
     assert np.isfinite(x.grad).all() and x.grad[0, 1] == 0 and x.grad[1, 2] == 0
     samples = d.sample((2000,), rng=np.random.default_rng(0)).data
     assert not (samples[:, 0] == 1).any() and not (samples[:, 1] == 2).any()
+
+
+def test_categorical_probs_with_a_zero():
+    torch = pytest.importorskip("torch")
+    p0 = np.array([0.0, 0.3, 0.7])
+    p = f64(p0, True)
+    d = Categorical(probs=p)
+    (d.log_prob(mg.tensor(np.array(1))) + d.entropy()).backward()
+    tp = torch.tensor(p0, requires_grad=True)
+    td = torch.distributions.Categorical(probs=tp)
+    (td.log_prob(torch.tensor(1)) + td.entropy()).backward()
+    assert np.isfinite(p.grad).all()
+    np.testing.assert_allclose(p.grad[1:], tp.grad.numpy()[1:], rtol=1e-9)
 
 
 def test_categorical_sample_is_a_constant_with_the_right_frequencies():

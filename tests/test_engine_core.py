@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import minigrad as mg
-from helpers import BINARY_OPS
+from helpers import BINARY_OPS, f64
 from minigrad import Function, GradcheckError, gradcheck
 
 
@@ -477,6 +477,13 @@ def test_gradcheck_leaves_inputs_unchanged():
     before = x.data.copy()
     gradcheck(lambda t: (t * t).sum(), x)
     np.testing.assert_array_equal(x.data, before)
+
+
+def test_gradcheck_leaves_grad_alone():
+    x = f64([1., 2.], True)
+    x.grad = np.array([5., 6.])
+    mg.gradcheck(lambda a: (a * a).sum(), x)
+    np.testing.assert_array_equal(x.grad, [5., 6.])
 
 
 # ---- Tensor basics ---------------------------------------------------------------------------

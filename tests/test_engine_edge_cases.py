@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import minigrad as mg
+from helpers import f64
 from minigrad import Function, GradcheckError, gradcheck, optim
 from minigrad import functional as F
 
@@ -169,6 +170,35 @@ def test_a_graph_built_after_the_change_is_fine():
         x += 1.0
     (w * x).sum().backward()
     np.testing.assert_allclose(w.grad, [4.0, 5.0])
+
+
+@pytest.mark.parametrize("case", ["slice", "reshape", "chunk", "split", "view_modified"])
+def test_views_share_the_version_counter(case):
+    x = mg.tensor(np.array([1., 2., 3., 4.]))
+    w = mg.tensor(np.ones(2), requires_grad=True)
+    if case == "view_modified":  # the base is saved, a view of it is changed
+        y = (x[:2] * w).sum() + (x * 1.0).sum() * 0 + (x.reshape(2, 2)[0] * w).sum()
+        with mg.no_grad():
+            x[2:].add_(10.)
+    else:
+        piece = {"slice": lambda: x[1:3], "reshape": lambda: x.reshape(2, 2)[1],
+                 "chunk": lambda: x.chunk(2)[1], "split": lambda: x.split(2)[0]}[case]()
+        y = (piece * w).sum()
+        with mg.no_grad():
+            x.add_(10.)
+    with pytest.raises(RuntimeError, match="modified by an in-place operation"):
+        y.backward()
+
+
+def test_unshared_change_still_runs():
+    x = mg.tensor(np.array([1., 2., 3., 4.]))
+    w = mg.tensor(np.ones(2), requires_grad=True)
+    y = (x[1:3] * w).sum()
+    other = mg.tensor(np.zeros(4))
+    with mg.no_grad():
+        other.add_(1.)
+    y.backward()
+    np.testing.assert_array_equal(w.grad, [2., 3.])
 
 
 # ---- tensor() copies, from_numpy shares ----------------------------------------------------------------
@@ -334,6 +364,14 @@ def test_reductions_over_a_non_empty_axis_of_an_empty_batch_are_empty(fn, shape)
     assert out.shape == shape
     out.sum().backward()
     assert x.grad.shape == (0, 5)
+
+
+def test_prod_over_an_empty_axis():
+    for shape, dim in (((0,), None), ((2, 0), 1), ((2, 0), 0)):
+        x = f64(np.ones(shape), True)
+        y = x.prod() if dim is None else x.prod(dim=dim)
+        y.sum().backward()
+        assert x.grad.shape == shape
 
 
 # ---- layer_norm with huge float32 input -------------------------------------------------------------

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import minigrad as mg
+from helpers import f64
 from minigrad import functional as F
 from minigrad import nn
 from minigrad.nn import functional as losses_fn, loss as losses_mod
@@ -175,6 +176,16 @@ def test_every_target_ignored_is_zero_not_nan():
     np.testing.assert_array_equal(x.grad, 0.0)
 
 
+def test_kl_div_shows_nan_and_negative_targets():
+    torch = pytest.importorskip("torch")
+    inp = np.log(np.array([0.5, 0.25, 0.25]))
+    for bad in (np.nan, -0.1):
+        tgt = np.array([0.5, bad, 0.5])
+        ours = F.kl_div(f64(inp), f64(tgt), reduction="sum").item()
+        theirs = torch.nn.functional.kl_div(torch.tensor(inp), torch.tensor(tgt), reduction="sum").item()
+        assert np.isnan(theirs) and np.isnan(ours)
+
+
 def test_float32_stays_float32():
     x = mg.tensor(X.astype(np.float32), requires_grad=True)
     for loss in [nn.CrossEntropyLoss(weight=W5.astype(np.float32))(x, T), nn.MSELoss()(x, np.zeros((4, 5), np.float32)),
@@ -215,3 +226,8 @@ ERRORS = [
 def test_bad_input(call, exc, pattern):
     with pytest.raises(exc, match=pattern):
         call()
+
+
+def test_pos_weight_must_not_grow_the_loss():
+    with pytest.raises(ValueError, match="pos_weight"):
+        F.binary_cross_entropy_with_logits(f64([[0.1, 0.2, 0.3]]), f64([[1., 0., 1.]]), pos_weight=f64([[1.], [2.]]))

@@ -172,6 +172,19 @@ def test_torch_parity_unbatched_one_layer(cls_name):
         np.testing.assert_allclose(a.data, b.detach().numpy(), atol=1e-10)
 
 
+@pytest.mark.parametrize("cls", ["GRU", "LSTM"])
+def test_rnn_with_an_empty_batch(cls):
+    torch = pytest.importorskip("torch")
+    m = getattr(nn, cls)(3, 4, num_layers=2)
+    y, h = m(mg.tensor(np.zeros((5, 0, 3), m.weight_hh_l0.dtype)))
+    ty, th = getattr(torch.nn, cls)(3, 4, num_layers=2)(torch.zeros(5, 0, 3))
+    assert y.shape == tuple(ty.shape)
+    hs = h if cls == "GRU" else h[0]
+    assert hs.shape == tuple((th if cls == "GRU" else th[0]).shape)
+    (y.sum() + hs.sum()).backward()
+    assert not m.weight_ih_l0.grad.any()
+
+
 def test_dropout_between_layers_only_in_training():
     m = nn.LSTM(3, 4, num_layers=2, dropout=0.5)
     x = t64(5, 2, 3, grad=False)

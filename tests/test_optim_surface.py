@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import minigrad as mg
+from helpers import f64
 from minigrad import optim
 
 SHAPES = [(3, 2), (2,), (4,)]
@@ -76,6 +77,27 @@ def test_steps_match_torch_with_parameter_groups(name, kw, group_kw):
     run(ps, ts, ours, theirs, grads()[:STEPS])
     for p, t in zip(ps, ts):
         close(p.data, t)
+
+
+def test_maximize_in_a_param_group():
+    torch = pytest.importorskip("torch")
+    for make_mg, make_t in ((lambda ps: optim.SGD(ps, lr=.1), lambda ps: torch.optim.SGD(ps, lr=.1)),
+                            (lambda ps: optim.Adam(ps, lr=.1), lambda ps: torch.optim.Adam(ps, lr=.1))):
+        p = f64([1.0], True)
+        tp = torch.tensor([1.0], dtype=torch.float64, requires_grad=True)
+        o = make_mg([{"params": [p], "maximize": True}])
+        to = make_t([{"params": [tp], "maximize": True}])
+        for _ in range(2):
+            p.grad = np.array([1.0])
+            tp.grad = torch.tensor([1.0], dtype=torch.float64)
+            o.step()
+            to.step()
+        np.testing.assert_allclose(p.data, tp.detach().numpy(), rtol=1e-12)
+    q = f64([1.0], True)
+    opt = optim.Adam([q], lr=.1, maximize=True)
+    q.grad = np.array([1.0])
+    opt.step()
+    assert q.data[0] > 1.0
 
 
 def _to_numpy(obj):
@@ -180,6 +202,52 @@ def test_schedules_match_torch(name, kw, opt_name):
         close(p.data, t)
 
 
+def test_schedules_chain_and_keep_manual_changes():
+    torch = pytest.importorskip("torch")
+
+    def run(lib):
+        p = (torch.zeros(1, requires_grad=True) if lib is torch else f64([0.0], True))
+        o = lib.optim.SGD([p], lr=0.1)
+        S = lib.optim.lr_scheduler
+        warm = S.LambdaLR(o, lambda s: min(1.0, (s + 1) / 5))
+        step = S.StepLR(o, step_size=3, gamma=0.25)
+        expo = S.ExponentialLR(o, gamma=0.9)
+        lrs = [o.param_groups[0]["lr"]]
+        for k in range(10):
+            o.step()
+            warm.step()
+            step.step()
+            expo.step()
+            lrs.append(o.param_groups[0]["lr"])
+        # a manual change, then two chainable schedules
+        o2 = lib.optim.SGD([p], lr=0.1)
+        s2 = S.StepLR(o2, step_size=2, gamma=0.25)
+        c2 = S.CosineAnnealingLR(o2, T_max=5)
+        for k in range(9):
+            if k == 3:
+                o2.param_groups[0]["lr"] = 0.01
+            o2.step()
+            s2.step()
+            c2.step()
+            lrs.append(o2.param_groups[0]["lr"])
+        return lrs
+    np.testing.assert_allclose(run(mg), run(torch), rtol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["StepLR", "ExponentialLR", "CosineAnnealingLR"])
+def test_single_schedule_unchanged_and_as_torch(name):
+    torch = pytest.importorskip("torch")
+    kw = {"StepLR": dict(step_size=3, gamma=0.5), "ExponentialLR": dict(gamma=0.9),
+          "CosineAnnealingLR": dict(T_max=4, eta_min=0.01)}[name]
+    p, tp = f64([0.0], True), torch.zeros(1, requires_grad=True)
+    o, to = optim.SGD([p], lr=0.1), torch.optim.SGD([tp], lr=0.1)
+    s, ts = getattr(optim.lr_scheduler, name)(o, **kw), getattr(torch.optim.lr_scheduler, name)(to, **kw)
+    for k in range(1, 13):
+        o.step(); s.step(); to.step(); ts.step()  # noqa: E702
+        assert o.param_groups[0]["lr"] == s._lr(0.1, k)  # bit for bit the closed form, as before
+        np.testing.assert_allclose(o.param_groups[0]["lr"], to.param_groups[0]["lr"], rtol=1e-12)
+
+
 @pytest.mark.parametrize("name,kw", SCHEDULES, ids=[f"{s[0]}{k}" for k, s in enumerate(SCHEDULES)])
 def test_schedule_state_dict_resumes_exactly(name, kw):
     def build():
@@ -204,6 +272,47 @@ def test_schedule_state_dict_resumes_exactly(name, kw):
         got.append(s2.get_last_lr())
     assert got == expected  # exactly
     assert "optimizer" not in saved and all(not callable(v) for v in saved.values())
+
+
+def test_chained_schedules_resume_bit_exact(tmp_path):
+    def build():
+        p = f64([0.0], True)
+        o = optim.SGD([p], lr=0.1)
+        return o, optim.lr_scheduler.StepLR(o, step_size=2, gamma=0.5), optim.lr_scheduler.CosineAnnealingLR(o, 6)
+
+    def advance(o, s1, s2, k):
+        if k == 2:
+            o.param_groups[0]["lr"] = 0.03  # a manual change: chained from here on
+        o.step(); s1.step(); s2.step()  # noqa: E702
+        return o.param_groups[0]["lr"]
+    o, s1, s2 = build()
+    straight = [advance(o, s1, s2, k) for k in range(10)]
+    o, s1, s2 = build()
+    first = [advance(o, s1, s2, k) for k in range(5)]
+    mg.save({"o": o.state_dict(), "s1": s1.state_dict(), "s2": s2.state_dict()}, tmp_path / "ck.npz")
+    ck = mg.load(tmp_path / "ck.npz")
+    o, s1, s2 = build()
+    o.load_state_dict(ck["o"]); s1.load_state_dict(ck["s1"]); s2.load_state_dict(ck["s2"])  # noqa: E702
+    assert first + [advance(o, s1, s2, k) for k in range(5, 10)] == straight
+
+
+def test_onecycle_state_from_torch():
+    torch = pytest.importorskip("torch")
+    tp = torch.zeros(1, requires_grad=True)
+    to = torch.optim.SGD([tp], lr=0.1, momentum=0.9)
+    ts = torch.optim.lr_scheduler.OneCycleLR(to, max_lr=1.0, total_steps=20)
+    for _ in range(7):
+        to.step()
+        ts.step()
+    p = f64([0.0], True)
+    o = optim.SGD([p], lr=0.1, momentum=0.9)
+    s = optim.lr_scheduler.OneCycleLR(o, max_lr=1.0, total_steps=20)
+    o.load_state_dict({"state": {}, "param_groups": [{k: v for k, v in g.items()} for g in to.state_dict()["param_groups"]]})
+    s.load_state_dict(ts.state_dict())
+    for _ in range(8):
+        o.step(); s.step(); to.step(); ts.step()  # noqa: E702
+        np.testing.assert_allclose(o.param_groups[0]["lr"], to.param_groups[0]["lr"], rtol=1e-12)
+        np.testing.assert_allclose(o.param_groups[0]["momentum"], to.param_groups[0]["momentum"], rtol=1e-12)
 
 
 def test_closure_and_zero_grad_set_to_none():
@@ -309,6 +418,15 @@ P1 = t(2)
 def test_bad_input(call, exc, pattern):
     with pytest.raises(exc, match=pattern):
         call()
+
+
+def test_optimizers_refuse_negative_options():
+    p = f64([1.0], True)
+    for make in (lambda: optim.SGD([p], weight_decay=-1), lambda: optim.SGD([p], momentum=-0.5),
+                 lambda: optim.Adam([p], eps=-1e-8), lambda: optim.RMSprop([p], momentum=-1),
+                 lambda: optim.Adagrad([p], lr_decay=-1)):
+        with pytest.raises(ValueError, match="Invalid"):
+            make()
 
 
 def test_a_failed_load_changes_nothing():

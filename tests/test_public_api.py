@@ -3,8 +3,10 @@ import os
 import sys
 
 import numpy as np
+import pytest
 
 import minigrad as mg
+from helpers import f64
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -19,6 +21,32 @@ def test_make_node_builds_a_differentiable_op(float64):
     assert mg.gradcheck(cube, x)
     with mg.no_grad():
         assert not cube(x).requires_grad  # no graph under no_grad
+
+
+def test_make_node_checks():
+    x = f64([1., 2.], True)
+    with pytest.raises(TypeError, match="parents"):
+        mg.make_node(np.ones(2), (np.ones(2),), lambda g: (g,), "bad")
+    y = mg.make_node(x.data * 2, (x,), lambda g: (g, g), "two")
+    with pytest.raises(ValueError, match="returned more gradients than the op has parents"):
+        y.sum().backward()
+
+
+@pytest.mark.parametrize("walk", ["fast", "reference", "grad"])
+def test_every_walk_names_the_op_whose_backward_gave_the_wrong_count(walk):
+    x = f64([1., 2.], True)
+    run = {"fast": lambda t: t.backward(), "reference": mg.autograd.reference_backward,
+           "grad": lambda t: mg.autograd.grad(t, [x])}[walk]
+    for grads, many in (((lambda g: (g, g)), "more"), ((lambda g: ()), "fewer")):
+        y = mg.make_node(x.data * 2, (x,), grads, "two")
+        with pytest.raises(ValueError, match=f"op 'two' returned {many} gradients than the op has parents"):
+            run(y.sum())
+
+    def user_error(g):
+        raise ValueError("the closure's own error")
+    y = mg.make_node(x.data * 2, (x,), user_error, "own")
+    with pytest.raises(ValueError, match="the closure's own error"):  # not mistaken for a count error
+        run(y.sum())
 
 
 def test_attention_package_uses_only_the_engines_public_names():

@@ -93,6 +93,17 @@ def test_keys_of_other_types_are_refused_before_anything_is_written(tmp_path, ke
     assert os.listdir(tmp_path) == []  # no file, no temporary left behind
 
 
+def test_save_deep_or_cyclic_structure(tmp_path):
+    deep = []
+    for _ in range(5000):
+        deep = [deep]
+    cyc = []
+    cyc.append(cyc)
+    for obj in (deep, cyc):
+        with pytest.raises((TypeError, ValueError), match="save"):
+            mg.save(obj, tmp_path / "d.npz")
+
+
 def test_a_failed_save_leaves_an_existing_file_untouched(tmp_path):
     path = tmp_path / "c.npz"
     mg.save({"a": np.ones(2)}, path)
@@ -102,6 +113,26 @@ def test_a_failed_save_leaves_an_existing_file_untouched(tmp_path):
     assert path.read_bytes() == before and os.listdir(tmp_path) == ["c.npz"]
     with pytest.raises(TypeError, match=r"save: the array at 'o' holds Python objects"):
         mg.save({"o": np.array([{}, 1], dtype=object)}, path)
+
+
+def test_save_file_handling(tmp_path):
+    old = os.umask(0o022)
+    try:
+        mg.save({"a": np.ones(2)}, tmp_path / "p.npz")
+    finally:
+        os.umask(old)
+    assert (os.stat(tmp_path / "p.npz").st_mode & 0o777) == 0o644
+    target = tmp_path / "target.npz"
+    mg.save({"a": np.zeros(1)}, target)
+    link = tmp_path / "link.npz"
+    os.symlink(target, link)
+    mg.save({"a": np.ones(1)}, link)
+    assert os.path.islink(link)
+    np.testing.assert_array_equal(mg.load(target)["a"], [1.])
+    buf = io.BytesIO()
+    mg.save({"a": np.arange(3.)}, buf)
+    buf.seek(0)
+    np.testing.assert_array_equal(mg.load(buf)["a"], np.arange(3.))
 
 
 def test_modules_are_saved_as_state_dicts_and_plain_npz_loads(tmp_path):
@@ -141,6 +172,45 @@ def test_files_that_are_not_checkpoints_are_refused_naming_the_file(tmp_path):
         z.writestr("readme.md", "hi")
     with pytest.raises(CheckpointError, match=r"holds something other than .npy arrays: 'readme.md'"):
         mg.load(other)
+
+
+def _damaged(tmp_path, how):
+    path = tmp_path / "c.npz"
+    mg.save({"w": np.arange(1000.)}, path)
+    raw = bytearray(path.read_bytes())
+    if how == "crc":
+        i = raw.find(b"\x93NUMPY", 200) + 200
+        raw[i] ^= 0xFF
+        path.write_bytes(bytes(raw))
+    elif how == "huge":
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w") as z:
+            z.writestr("__minigrad__.npy", _npy(np.array(json.dumps(
+                {"format": "minigrad-checkpoint", "version": 1, "root": {"t": "array", "e": "a"}}))))
+            hdr = "{'descr': '<f8', 'fortran_order': False, 'shape': (1000000000000,), }"
+            hdr = hdr + " " * (63 - len(hdr) % 64) + "\n"
+            z.writestr("a.npy", b"\x93NUMPY\x01\x00" + len(hdr).to_bytes(2, "little") + hdr.encode() + b"\0" * 64)
+        path.write_bytes(buf.getvalue())
+    elif how == "deep":
+        deep = '{"t": "list", "v": [' * 100000 + ']}' * 100000
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w") as z:
+            z.writestr("__minigrad__.npy", _npy(np.array(
+                '{"format": "minigrad-checkpoint", "version": 1, "root": ' + deep + '}')))
+        path.write_bytes(buf.getvalue())
+    return path
+
+
+def _npy(arr):
+    b = io.BytesIO()
+    np.lib.format.write_array(b, arr, allow_pickle=False)
+    return b.getvalue()
+
+
+@pytest.mark.parametrize("how", ["crc", "huge", "deep"])
+def test_load_damaged_files_gives_checkpoint_error(tmp_path, how):
+    with pytest.raises(CheckpointError, match="c.npz"):
+        mg.load(_damaged(tmp_path, how))
 
 
 def _with_manifest(path, root, extra=()):
@@ -186,6 +256,15 @@ def test_a_malformed_manifest_is_a_clear_error(tmp_path, root, pattern):
     path = tmp_path / "m.npz"
     _with_manifest(path, root)
     with pytest.raises(CheckpointError, match=rf"load: {path}: {pattern}"):
+        mg.load(path)
+
+
+def test_manifest_bool_key_refused(tmp_path):
+    path = tmp_path / "b.npz"
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("__minigrad__.npy", _npy(np.array(json.dumps(
+            {"format": "minigrad-checkpoint", "version": 1, "root": {"t": "dict", "k": [["int", True, {"t": "none"}]]}}))))
+    with pytest.raises(CheckpointError):
         mg.load(path)
 
 

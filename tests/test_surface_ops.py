@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import minigrad as mg
+from helpers import f64
 
 RNG = np.random.default_rng(13)
 
@@ -72,6 +73,13 @@ def test_chunk_and_split_sizes_match_torch(n, chunks):
     assert [p.shape for p in x.split(chunks)] == [tuple(p.shape) for p in torch.arange(float(n)).split(chunks)]
 
 
+def test_chunk_of_an_empty_dim():
+    torch = pytest.importorskip("torch")
+    ours = mg.tensor(np.zeros((0, 2))).chunk(3)
+    theirs = torch.zeros(0, 2).chunk(3)
+    assert [p.shape for p in ours] == [tuple(p.shape) for p in theirs]
+
+
 def test_ties_and_zeros_follow_torch():
     """maximum's ties split the gradient; the 2-norm of zeros has gradient 0; prod through a zero is exact."""
     torch = pytest.importorskip("torch")
@@ -105,6 +113,20 @@ def test_clamp_passes_the_gradient_at_the_bounds_as_torch():
     np.testing.assert_array_equal(x.grad, tx.grad.numpy())
 
 
+def test_clamp_tensor_bound_gets_its_gradient():
+    torch = pytest.importorskip("torch")
+    x0, lo0, hi0 = np.array([-1., 0.5, 2.]), np.array([0., 0., 0.]), np.array([1., 1., 1.5])
+    x, lo, hi = f64(x0, True), f64(lo0, True), f64(hi0, True)
+    g = np.array([1., 2., 3.])
+    mg.clamp(x, min=lo, max=hi).backward(g)
+    tx, tlo, thi = (torch.tensor(a, requires_grad=True) for a in (x0, lo0, hi0))
+    torch.clamp(tx, min=tlo, max=thi).backward(torch.tensor(g))
+    for a, b in ((x, tx), (lo, tlo), (hi, thi)):
+        np.testing.assert_allclose(a.grad, b.grad.numpy())
+    lo2 = f64([0.2], True)
+    assert mg.gradcheck(lambda a, b: mg.clamp(a, min=b), f64([[0.1, 0.5], [-1, 2]], True), lo2)
+
+
 def test_where_with_one_argument_and_nonzero_match_torch():
     torch = pytest.importorskip("torch")
     c = np.array([[True, False, True], [False, False, True]])
@@ -127,6 +149,16 @@ def test_keepdim_is_accepted_beside_keepdims(name):
     np.testing.assert_array_equal(a.data, b.data)
     with pytest.raises(TypeError, match=f"{name}: give keepdim or keepdims, not both"):
         getattr(x, name)(axis=1, keepdim=True, keepdims=True)
+
+
+def test_amax_amin_keepdim():
+    torch = pytest.importorskip("torch")
+    a = np.arange(6.).reshape(2, 3)
+    for name in ("amax", "amin"):
+        ours = getattr(mg.tensor(a), name)(dim=0, keepdim=True)
+        theirs = getattr(torch.tensor(a), name)(dim=0, keepdim=True)
+        np.testing.assert_array_equal(ours.data, theirs.numpy())
+        assert getattr(mg, name)(mg.tensor(a), dim=1, keepdim=True).shape == (2, 1)
 
 
 def test_small_methods():

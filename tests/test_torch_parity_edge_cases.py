@@ -58,6 +58,17 @@ def test_numpy_scalar_dtype_as_torch():
         assert str(mg.tensor(x).dtype) == str(torch.tensor(x).dtype).replace("torch.", "")
 
 
+def test_dtype_promotion():
+    i64, f32 = np.array([1, 2]), np.array([0.5, 3.0], np.float32)
+    assert mg.maximum(mg.tensor(i64), mg.tensor(f32)).dtype == np.float32
+    assert torch.maximum(torch.tensor(i64), torch.tensor(f32)).dtype == torch.float32
+    assert mg.tensor(i64).clamp(min=0.5).dtype == np.float32
+    assert mg.tensor(i64).sin().dtype == np.float32
+    loss = F.binary_cross_entropy_with_logits(mg.tensor(f32), mg.tensor(np.ones(2, np.float32)),
+                                              pos_weight=np.array([2.0, 1.0]))
+    assert loss.dtype == np.float32
+
+
 def test_gather_as_torch():
     rng = np.random.default_rng(0)
     a = rng.standard_normal((3, 4, 2))
@@ -228,6 +239,17 @@ def test_interop_as_torch():
     for t in (loss, tloss):
         with pytest.raises(TypeError, match="iteration over a 0-d tensor"):
             iter(t)
+
+
+def test_interop():
+    t = mg.tensor(np.arange(3.))
+    with pytest.raises(ValueError):
+        np.asarray(t, dtype=np.float32, copy=False)
+    np.testing.assert_array_equal(torch.as_tensor(mg.tensor(np.array(2.0))).numpy(), 2.0)
+    np.testing.assert_array_equal(torch.as_tensor(t).numpy(), np.arange(3.))
+    assert [10, 20, 30][mg.tensor(1)] == 20
+    with pytest.raises(TypeError):
+        [1, 2][mg.tensor(1.0)]
 
 
 def test_masked_fill_with_a_0d_tensor_value_as_torch():

@@ -6,7 +6,7 @@ torch = pytest.importorskip("torch")
 import torch.nn.functional as TF  # noqa: E402
 
 import minigrad as mg  # noqa: E402
-from helpers import BINARY_OPS  # noqa: E402
+from helpers import BINARY_OPS, f64  # noqa: E402
 from minigrad import nn, optim  # noqa: E402
 
 torch.set_num_threads(1)
@@ -115,6 +115,18 @@ def test_max_ties_split_like_torch_amax():
     a.max(axis=1).sum().backward()
     torch.amax(b, dim=1).sum().backward()
     close(a.grad, b.grad)
+
+
+def test_floordiv_and_mod():
+    a = np.array([-3., 3.])
+    for op in (lambda x, y: x // y, lambda x, y: x % y):
+        np.testing.assert_array_equal(op(mg.tensor(a), 2).data, op(torch.tensor(a), 2).numpy())
+        np.testing.assert_array_equal(op(mg.tensor(a), mg.tensor(np.array([2., -2.]))).data,
+                                      op(torch.tensor(a), torch.tensor([2., -2.], dtype=torch.float64)).numpy())
+        np.testing.assert_array_equal(op(7, mg.tensor(a)).data, op(7, torch.tensor(a)).numpy())
+    x = f64([2.5, -1.5], True)
+    (x % 2).sum().backward()
+    np.testing.assert_array_equal(x.grad, [1., 1.])  # torch: d(x % c)/dx = 1
 
 
 # ---- modules with torch's weights ----------------------------------------------------------------
