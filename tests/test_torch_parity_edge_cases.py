@@ -58,7 +58,7 @@ def test_numpy_scalar_dtype_as_torch():
         assert str(mg.tensor(x).dtype) == str(torch.tensor(x).dtype).replace("torch.", "")
 
 
-def test_dtype_promotion():
+def test_int_and_float32_promote_to_float32():
     i64, f32 = np.array([1, 2]), np.array([0.5, 3.0], np.float32)
     assert mg.maximum(mg.tensor(i64), mg.tensor(f32)).dtype == np.float32
     assert torch.maximum(torch.tensor(i64), torch.tensor(f32)).dtype == torch.float32
@@ -241,7 +241,7 @@ def test_interop_as_torch():
             iter(t)
 
 
-def test_interop():
+def test_array_protocol_torch_as_tensor_and_index_use():
     t = mg.tensor(np.arange(3.))
     with pytest.raises(ValueError):
         np.asarray(t, dtype=np.float32, copy=False)
