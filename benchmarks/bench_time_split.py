@@ -9,7 +9,7 @@ in:
   NumPy per-call work      NumPy outside its loops: argument parsing, type resolution, iterator set-up,
                            array object creation and release, once per NumPy call
   Python interpreter       libpython: bytecode, object allocation, reference counting, the garbage collector
-  allocator                libc's malloc/free
+  allocator                libc's malloc/free (and the little else of libc outside its block copies)
 
 A compiled step (minigrad.compile) that replays the same NumPy calls on the same arrays, as it must for its
 results to be bitwise equal to the eager step, can remove at most the Python interpreter's share and the
@@ -44,7 +44,7 @@ _LOOP = re.compile(r"FLOAT_|DOUBLE_|LONG_|BOOL_|simd_|pairwise|contig|strided|St
 
 def category(dso, symbol):
     """The row of the table a sample in `symbol` of shared object `dso` counts in."""
-    if "openblas" in dso or "blas" in dso.lower():
+    if "blas" in dso.lower():
         return "BLAS"
     if "libm" in dso or ("multiarray" in dso and _LOOP.search(symbol)):
         return "NumPy inner loops"

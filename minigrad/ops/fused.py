@@ -171,6 +171,12 @@ def cross_entropy(logits, target, ignore_index=-100, label_smoothing=0.0, reduct
                      vjp=partial(_cross_entropy_vjp, t, ignore_index, label_smoothing, reduction), jvp=_ce_jvp)
 
 
+def _none_ignored(tr, ignore_index):
+    """True in the common case, a negative ignore_index and no negative target: no row is ignored, known from one
+    reduction (the kernel and its rule both ask)."""
+    return ignore_index < 0 and (tr.size == 0 or tr.min() >= 0)
+
+
 def _cross_entropy_arrays(need, t, ignore_index, eps, reduction, x):
     """cross_entropy on arrays: (its output, its backward closure); need is unused (one input)."""
     if x.ndim == 2 and t.shape == x.shape[:1]:  # (N, C) with (N,), the usual case: rows already
@@ -186,9 +192,7 @@ def _cross_entropy_arrays(need, t, ignore_index, eps, reduction, x):
     if not 0.0 <= eps <= 1.0:
         raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {eps}")
     rows = arange(len(tr))  # cached: the same batch size comes every step
-    # the common case, no ignore_index in [0, C) and no negative target, costs one reduction; a target
-    # >= C is then caught by the indexing below
-    fast = ignore_index < 0 and (tr.size == 0 or tr.min() >= 0)
+    fast = _none_ignored(tr, ignore_index)  # a target >= C is then caught by the indexing below
     all_valid = fast or tr.size == 0 or (0 <= tr.min() and tr.max() < C and not 0 <= ignore_index < C)
     valid = True if all_valid else tr != ignore_index
     tv = tr if all_valid else np.where(valid, tr, 0)  # ignored rows point at class 0, then get weight 0
@@ -236,7 +240,7 @@ def _cross_entropy_vjp(t, ignore_index, eps, reduction, g, out, logits):
     reuses the forward's exponentials (tests/test_fused_reference.py holds the two equal)."""
     rows, tr = class_rows(logits), t.reshape(-1)
     C, n = rows.shape[1], len(tr)
-    valid = None if ignore_index < 0 and (n == 0 or tr.min() >= 0) else tr != ignore_index  # None: every row
+    valid = None if _none_ignored(tr, ignore_index) else tr != ignore_index  # None: every row counts
     target = np.zeros(rows.shape, rows.dtype)
     target[(arange(n), tr) if valid is None else (np.arange(n)[valid], tr[valid])] = 1 - eps
     if eps:

@@ -17,8 +17,9 @@ METHODS = ("outer", "tril", "triu")
 # ---- matrix products ---------------------------------------------------------------------------
 
 def _weight_grad(g2, x2, gw):
-    """g2^T x2 (N, O)^T (N, I) -> (O, I) for linear's weight gradient (ops/fused.py), where a zero in g2 times a NaN or inf in x2 counts 0: an input row
-    whose gradient is 0 (a masked padding position, say) adds nothing to a weight gradient, whatever it holds.
+    """g2^T x2 (N, O)^T (N, I) -> (O, I) for linear's weight gradient (ops/fused.py), where a zero in g2 times a
+    NaN or inf in x2 counts 0: an input row whose gradient is 0 (a masked padding position, say) adds nothing to a
+    weight gradient, whatever it holds.
     gw is the plain product, which linear's backward computes first: it calls this only when that product,
     or the forward's output, is not all finite (a NaN or inf in x2 always shows in its row of the output)."""
     bad = ~np.isfinite(x2)
